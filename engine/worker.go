@@ -1,0 +1,406 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrTooLong is returned by Submit for a request that can never fit in the
+// worker's KV budget.
+var ErrTooLong = errors.New("engine: request does not fit in the KV budget")
+
+// Request is one generation request.
+type Request struct {
+	ID uint64
+	// Session identifies the conversation; its cache entry is reused by the
+	// session's next request. Zero means no session (never cached).
+	Session      uint64
+	PromptTokens int
+	OutputTokens int
+}
+
+// EventKind says what happened to a request.
+type EventKind uint8
+
+// Event kinds.
+const (
+	// FirstToken: the request's first output token was produced.
+	FirstToken EventKind = iota + 1
+	// Finished: the request produced all its output tokens.
+	Finished
+)
+
+// Event is something a Worker reports at the end of a step.
+type Event struct {
+	Kind    EventKind
+	ID      uint64
+	Session uint64
+	At      time.Duration
+	// PromptTokens, CachedTokens and OutputTokens are set on Finished.
+	// CachedTokens counts prompt tokens served from the prefix cache at the
+	// request's first admission.
+	PromptTokens, CachedTokens, OutputTokens int
+}
+
+// Options tune a Worker without changing its model.
+type Options struct {
+	// MaxStepsPerRun caps how many identical decode steps are planned as one
+	// run; 0 means no cap, 1 means step by step.
+	MaxStepsPerRun int
+}
+
+// RunInfo describes the worker's current (or last) run of identical steps.
+type RunInfo struct {
+	Start         time.Duration
+	StepDuration  time.Duration
+	Steps         int
+	Batch         int // running sequences
+	Decoding      int // sequences decoding one token per step
+	PrefillTokens int // prefill tokens per step (zero in a run of more than one step)
+	KVUsed        int // tokens held by running sequences at the start
+	CacheTokens   int // tokens held by the prefix cache at the start
+}
+
+// Totals are counters over the worker's life.
+type Totals struct {
+	Steps         int64
+	BusyTime      time.Duration
+	PrefillTokens int64
+	DecodeTokens  int64
+	Preemptions   int64
+	CacheHits     int64 // admissions that reused a cache entry
+	CachedTokens  int64 // prompt tokens served from the cache
+	Finished      int64
+	Cancelled     int64
+}
+
+type seq struct {
+	req         Request
+	target      int // tokens that must be in KV before decoding: prompt (+ generated after a preemption)
+	computed    int // tokens of target in KV
+	generated   int
+	kv          int // KV tokens reserved: target + tokens generated since
+	cached      int // prompt tokens from cache at the first admission
+	admitted    bool
+	cancelled   bool
+	planPrefill int // prefill tokens planned in the current step
+}
+
+func (s *seq) decoding() bool { return s.computed >= s.target }
+
+type cacheEntry struct {
+	session    uint64
+	tokens     int
+	prev, next *cacheEntry
+}
+
+// Worker is one GPU worker. The zero value is not usable; call NewWorker.
+type Worker struct {
+	prof Profile
+	opts Options
+
+	waiting []*seq
+	running []*seq
+	kvUsed  int
+
+	cache       map[uint64]*cacheEntry
+	lru         cacheEntry // sentinel: lru.next is most recent, lru.prev least
+	cacheTokens int
+
+	busy bool
+	run  RunInfo
+
+	totals Totals
+}
+
+// NewWorker returns an idle worker. The profile must be valid.
+func NewWorker(p Profile, opts Options) (*Worker, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.MaxStepsPerRun < 0 {
+		return nil, fmt.Errorf("engine: MaxStepsPerRun must be >= 0, got %d", opts.MaxStepsPerRun)
+	}
+	w := &Worker{prof: p, opts: opts, cache: make(map[uint64]*cacheEntry)}
+	w.lru.next, w.lru.prev = &w.lru, &w.lru
+	return w, nil
+}
+
+// Profile returns the worker's cost model.
+func (w *Worker) Profile() Profile { return w.prof }
+
+// Running is the number of admitted sequences.
+func (w *Worker) Running() int { return len(w.running) }
+
+// Waiting is the number of sequences waiting for admission.
+func (w *Worker) Waiting() int { return len(w.waiting) }
+
+// KVUsed is the number of KV tokens held by running sequences.
+func (w *Worker) KVUsed() int { return w.kvUsed }
+
+// CacheTokens is the number of KV tokens held by the prefix cache.
+func (w *Worker) CacheTokens() int { return w.cacheTokens }
+
+// CachedTokens is the size of the session's cache entry on this worker.
+func (w *Worker) CachedTokens(session uint64) int {
+	if e, ok := w.cache[session]; ok {
+		return e.tokens
+	}
+	return 0
+}
+
+// Totals returns the worker's life counters.
+func (w *Worker) Totals() Totals { return w.totals }
+
+// Run describes the run in progress (or the last one when idle).
+func (w *Worker) Run() RunInfo { return w.run }
+
+// Busy reports whether a run is in progress.
+func (w *Worker) Busy() bool { return w.busy }
+
+// NextEventAt is when the run in progress ends; ok is false when idle.
+func (w *Worker) NextEventAt() (at time.Duration, ok bool) {
+	if !w.busy {
+		return 0, false
+	}
+	return w.run.Start + time.Duration(w.run.Steps)*w.run.StepDuration, true
+}
+
+// Submit queues a request at time now. If the worker is in a run of identical
+// steps, the run is cut at the end of the step in progress so that the request
+// can be admitted there.
+func (w *Worker) Submit(now time.Duration, r Request) error {
+	if r.PromptTokens <= 0 || r.OutputTokens <= 0 {
+		return fmt.Errorf("engine: request %d needs prompt and output tokens > 0, got %d and %d", r.ID, r.PromptTokens, r.OutputTokens)
+	}
+	if r.PromptTokens+r.OutputTokens > w.prof.KVTokens {
+		return fmt.Errorf("%w: %d prompt + %d output tokens > %d", ErrTooLong, r.PromptTokens, r.OutputTokens, w.prof.KVTokens)
+	}
+	w.waiting = append(w.waiting, &seq{req: r, target: r.PromptTokens})
+	if w.busy {
+		w.cutRun(now)
+	} else {
+		w.plan(now)
+	}
+	return nil
+}
+
+// Cancel drops a request. A waiting request leaves at once; a running one at
+// the end of the step in progress, without a cache entry. It reports whether
+// the request was found.
+func (w *Worker) Cancel(now time.Duration, id uint64) bool {
+	for i, s := range w.waiting {
+		if s.req.ID == id {
+			w.waiting = append(w.waiting[:i], w.waiting[i+1:]...)
+			w.totals.Cancelled++
+			// The head of the queue may have been what blocked admission.
+			w.cutRun(now)
+			return true
+		}
+	}
+	for _, s := range w.running {
+		if s.req.ID == id && !s.cancelled {
+			s.cancelled = true
+			w.cutRun(now)
+			return true
+		}
+	}
+	return false
+}
+
+// cutRun ends the current run after the step in progress at now.
+func (w *Worker) cutRun(now time.Duration) {
+	if !w.busy || w.run.Steps <= 1 || now < w.run.Start {
+		return
+	}
+	m := int((now-w.run.Start)/w.run.StepDuration) + 1
+	if m < w.run.Steps {
+		w.run.Steps = m
+	}
+}
+
+// Advance completes the run that ends at or before now, appends what happened
+// to out, plans the next run and returns out. It does nothing if the run ends
+// after now.
+func (w *Worker) Advance(now time.Duration, out []Event) []Event {
+	end, ok := w.NextEventAt()
+	if !ok || end > now {
+		return out
+	}
+	k := w.run.Steps
+	if k > 1 {
+		// Stepping one at a time would have evicted cache entries for the KV
+		// growth of the first k-1 steps before anything finished in step k.
+		grow := (k - 1) * w.run.Decoding
+		w.kvUsed += grow
+		w.evict()
+		w.kvUsed -= grow
+	}
+	w.totals.Steps += int64(k)
+	w.totals.BusyTime += time.Duration(k) * w.run.StepDuration
+	kept := w.running[:0]
+	for _, s := range w.running {
+		if s.planPrefill > 0 {
+			s.computed += s.planPrefill
+			w.totals.PrefillTokens += int64(s.planPrefill)
+			s.planPrefill = 0
+			if s.computed >= s.target {
+				s.generated++
+				s.kv++
+				w.kvUsed++
+				if s.generated == 1 {
+					out = append(out, Event{Kind: FirstToken, ID: s.req.ID, Session: s.req.Session, At: end})
+				}
+			}
+		} else if s.decoding() {
+			s.generated += k
+			s.kv += k
+			w.kvUsed += k
+			w.totals.DecodeTokens += int64(k)
+		}
+		switch {
+		case s.cancelled:
+			w.kvUsed -= s.kv
+			w.totals.Cancelled++
+		case s.generated >= s.req.OutputTokens:
+			w.kvUsed -= s.kv
+			w.totals.Finished++
+			out = append(out, Event{Kind: Finished, ID: s.req.ID, Session: s.req.Session, At: end,
+				PromptTokens: s.req.PromptTokens, CachedTokens: s.cached, OutputTokens: s.generated})
+			w.putCache(s.req.Session, s.kv)
+		default:
+			kept = append(kept, s)
+		}
+	}
+	clear(w.running[len(kept):])
+	w.running = kept
+	w.evict()
+	w.plan(end)
+	return out
+}
+
+// plan composes the next run starting at time at.
+func (w *Worker) plan(at time.Duration) {
+	w.busy = false
+	// 1. Room for one new token per running sequence.
+	for len(w.running) > 0 && w.prof.KVTokens-w.kvUsed < len(w.running) {
+		w.preemptLast()
+	}
+	if len(w.running) == 0 && len(w.waiting) == 0 {
+		w.run = RunInfo{Start: at}
+		return
+	}
+	// 2-3. Decode tokens, then prefill of admitted sequences.
+	budget := w.prof.chunk()
+	decoding, prefill := 0, 0
+	for _, s := range w.running {
+		if s.decoding() {
+			decoding++
+		}
+	}
+	budget -= decoding
+	for _, s := range w.running {
+		if !s.decoding() && budget > 0 {
+			s.planPrefill = min(s.target-s.computed, budget)
+			budget -= s.planPrefill
+			prefill += s.planPrefill
+		}
+	}
+	// 4. Admission, first come first served.
+	for budget > 0 && len(w.running) < w.prof.MaxSeqs && len(w.waiting) > 0 {
+		s := w.waiting[0]
+		if w.kvUsed+s.target+len(w.running)+1 > w.prof.KVTokens {
+			break
+		}
+		w.waiting[0] = nil
+		w.waiting = w.waiting[1:]
+		s.computed = 0
+		if e, ok := w.cache[s.req.Session]; ok {
+			s.computed = min(e.tokens, s.target-1)
+			w.dropCache(e)
+			w.totals.CacheHits++
+			w.totals.CachedTokens += int64(s.computed)
+		}
+		if !s.admitted {
+			s.admitted = true
+			s.cached = s.computed
+		}
+		s.kv = s.target
+		w.kvUsed += s.kv
+		s.planPrefill = min(s.target-s.computed, budget)
+		budget -= s.planPrefill
+		prefill += s.planPrefill
+		w.running = append(w.running, s)
+	}
+	w.evict()
+	if len(w.running) == 0 {
+		// Only possible if the head cannot fit, which Submit rules out.
+		w.run = RunInfo{Start: at}
+		return
+	}
+	steps := 1
+	if prefill == 0 {
+		steps = int(^uint(0) >> 1)
+		for _, s := range w.running {
+			steps = min(steps, s.req.OutputTokens-s.generated)
+		}
+		steps = min(steps, (w.prof.KVTokens-w.kvUsed)/len(w.running))
+		if w.opts.MaxStepsPerRun > 0 {
+			steps = min(steps, w.opts.MaxStepsPerRun)
+		}
+		steps = max(steps, 1)
+	}
+	w.busy = true
+	w.run = RunInfo{Start: at, StepDuration: w.prof.StepDuration(decoding, prefill), Steps: steps,
+		Batch: len(w.running), Decoding: decoding, PrefillTokens: prefill, KVUsed: w.kvUsed, CacheTokens: w.cacheTokens}
+}
+
+// preemptLast returns the most recently admitted sequence to the head of the
+// waiting queue; it will recompute its prompt and generated tokens.
+func (w *Worker) preemptLast() {
+	last := len(w.running) - 1
+	s := w.running[last]
+	w.running[last] = nil
+	w.running = w.running[:last]
+	w.kvUsed -= s.kv
+	s.kv, s.computed, s.planPrefill = 0, 0, 0
+	s.target = s.req.PromptTokens + s.generated
+	w.totals.Preemptions++
+	if s.cancelled {
+		w.totals.Cancelled++
+		return
+	}
+	w.waiting = append(w.waiting, nil)
+	copy(w.waiting[1:], w.waiting)
+	w.waiting[0] = s
+}
+
+func (w *Worker) putCache(session uint64, tokens int) {
+	if session == 0 {
+		return
+	}
+	if e, ok := w.cache[session]; ok {
+		w.dropCache(e)
+	}
+	e := &cacheEntry{session: session, tokens: tokens}
+	w.cache[session] = e
+	e.prev, e.next = &w.lru, w.lru.next
+	e.next.prev = e
+	w.lru.next = e
+	w.cacheTokens += tokens
+}
+
+func (w *Worker) dropCache(e *cacheEntry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+	delete(w.cache, e.session)
+	w.cacheTokens -= e.tokens
+}
+
+// evict drops least recently used cache entries until everything fits.
+func (w *Worker) evict() {
+	for w.kvUsed+w.cacheTokens > w.prof.KVTokens && w.lru.prev != &w.lru {
+		w.dropCache(w.lru.prev)
+	}
+}
