@@ -1,0 +1,62 @@
+package cluster
+
+import (
+	"testing"
+
+	"github.com/stargate-llm/stargate/engine"
+)
+
+func TestPickPrefersCacheHolder(t *testing.T) {
+	p := engine.HalfProfile()
+	p.MaxSeqs = 2
+	b, err := New(3, p, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Session 5 finishes on the least-loaded worker 0 and is cached there.
+	w, _ := b.Submit(0, engine.Request{ID: 1, Session: 5, PromptTokens: 100, OutputTokens: 1})
+	if w != 0 {
+		t.Fatalf("first request went to worker %d, want 0 (all idle, lowest index)", w)
+	}
+	for at, ok := b.Worker(0).NextEventAt(); ok; at, ok = b.Worker(0).NextEventAt() {
+		b.Worker(0).Advance(at, nil)
+	}
+	// Load worker 0 with one other session: it still has a free slot.
+	if err := b.Worker(0).Submit(0, engine.Request{ID: 2, Session: 6, PromptTokens: 100, OutputTokens: 50}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		session uint64
+		want    int
+	}{
+		{"cached session stays with its worker", 5, 0},
+		{"new session goes to the least-loaded worker", 7, 1},
+	}
+	for _, tt := range tests {
+		if got := b.Pick(tt.session); got != tt.want {
+			t.Errorf("%s: Pick(%d) = %d, want %d", tt.name, tt.session, got, tt.want)
+		}
+	}
+	// Fill worker 0's second slot: the cache holder is overloaded now.
+	if err := b.Worker(0).Submit(0, engine.Request{ID: 3, Session: 8, PromptTokens: 100, OutputTokens: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Pick(5); got != 1 {
+		t.Errorf("overloaded cache holder: Pick = %d, want least-loaded worker 1", got)
+	}
+	if b.Load() != 2 {
+		t.Errorf("Load = %d, want 2", b.Load())
+	}
+}
+
+func TestNewRejectsBadInput(t *testing.T) {
+	if _, err := New(0, engine.HalfProfile(), engine.Options{}); err == nil {
+		t.Error("zero workers accepted")
+	}
+	bad := engine.HalfProfile()
+	bad.KVTokens = 0
+	if _, err := New(2, bad, engine.Options{}); err == nil {
+		t.Error("invalid profile accepted")
+	}
+}

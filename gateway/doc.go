@@ -1,0 +1,31 @@
+// Package gateway is the admission core that sits in front of one backend
+// (called Pylon in the source documents).
+//
+// A Gateway admits up to MaxConcurrency requests to the engine (by default 25
+// per worker, the engine's sequence limit), queues the rest first come first
+// served, and rejects with ErrOverloaded when the queue no longer matches the
+// backend's speed:
+//
+//	estimated_wait = (waiting + 1) * mean_service_time / max_concurrency
+//
+// where mean_service_time is an exponentially weighted mean (alpha 0.1) of the
+// admitted-to-finished time of recent requests (Config.InitialServiceTime
+// until the first one finishes). By Little's law that is how long the new
+// request would wait for a slot. A request is rejected when the estimate
+// exceeds MaxEstimatedWait (10 s) or when waiting already holds
+// MaxWaitingFactor x MaxConcurrency requests (4.0 x).
+//
+// The gateway measures the input tokens per second it serves (prompt tokens of
+// finished requests, cached or not) over three sliding windows, 5 s, 20 s and
+// 60 s, in 250 ms buckets. A window counts only once it holds at least
+// Config.TPSMinRequests requests; the reported InputTPS is the largest rate of
+// the windows that count (maximum weighting), falling back to the 60 s window
+// when none does. MaxInputTPS is the peak of InputTPS from windows that count, decaying with a
+// half-life of Config.TPSPeakHalfLife, so that it tracks what the backend has
+// shown it can take rather than what it happens to get.
+//
+// Stats go out when something changed, at most one message per StatsCoalesce
+// (10 ms), and at least every HeartbeatInterval as a heartbeat.
+//
+// A Gateway is not safe for concurrent use; time is passed in by the caller.
+package gateway

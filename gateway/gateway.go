@@ -1,0 +1,318 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// ErrOverloaded is wrapped by every rejection for overload.
+var ErrOverloaded = errors.New("gateway: overloaded")
+
+// Config is the admission configuration of one backend.
+type Config struct {
+	// MaxConcurrency is how many requests the engine may hold; zero means
+	// SlotsPerWorker x workers.
+	MaxConcurrency int `yaml:"max_concurrency" json:"max_concurrency"`
+	// SlotsPerWorker sets the default MaxConcurrency.
+	SlotsPerWorker int `yaml:"slots_per_worker" json:"slots_per_worker"`
+	// MaxWaitingFactor bounds waiting requests to this many times MaxConcurrency.
+	MaxWaitingFactor float64 `yaml:"max_waiting_factor" json:"max_waiting_factor"`
+	// MaxEstimatedWait rejects a request whose estimated wait exceeds it.
+	MaxEstimatedWait time.Duration `yaml:"max_estimated_wait" json:"max_estimated_wait"`
+	// InitialServiceTime is the mean service time assumed before any finishes.
+	InitialServiceTime time.Duration `yaml:"initial_service_time" json:"initial_service_time"`
+	// StatsCoalesce is the least time between two change-driven stats messages.
+	StatsCoalesce time.Duration `yaml:"stats_coalesce" json:"stats_coalesce"`
+	// HeartbeatInterval is the most time between two stats messages.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" json:"heartbeat_interval"`
+	// TPSMinRequests is how many requests a TPS window needs to count.
+	TPSMinRequests int `yaml:"tps_min_requests" json:"tps_min_requests"`
+	// TPSPeakHalfLife is the decay half-life of MaxInputTPS.
+	TPSPeakHalfLife time.Duration `yaml:"tps_peak_half_life" json:"tps_peak_half_life"`
+}
+
+// DefaultConfig returns DESIGN's gateway settings.
+func DefaultConfig() Config {
+	return Config{
+		SlotsPerWorker:     25,
+		MaxWaitingFactor:   4.0,
+		MaxEstimatedWait:   10 * time.Second,
+		InitialServiceTime: 2 * time.Second,
+		StatsCoalesce:      10 * time.Millisecond,
+		HeartbeatInterval:  500 * time.Millisecond,
+		TPSMinRequests:     20,
+		TPSPeakHalfLife:    120 * time.Second,
+	}
+}
+
+// Validate reports what is wrong with a configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxConcurrency < 0 {
+		errs = append(errs, fmt.Errorf("max_concurrency must be >= 0 (0 means slots_per_worker x workers), got %d", c.MaxConcurrency))
+	}
+	if c.MaxConcurrency == 0 && c.SlotsPerWorker < 1 {
+		errs = append(errs, fmt.Errorf("slots_per_worker must be >= 1, got %d", c.SlotsPerWorker))
+	}
+	if c.MaxWaitingFactor < 0 {
+		errs = append(errs, fmt.Errorf("max_waiting_factor must be >= 0, got %v", c.MaxWaitingFactor))
+	}
+	if c.MaxEstimatedWait <= 0 {
+		errs = append(errs, fmt.Errorf("max_estimated_wait must be > 0, got %v", c.MaxEstimatedWait))
+	}
+	if c.InitialServiceTime <= 0 {
+		errs = append(errs, fmt.Errorf("initial_service_time must be > 0, got %v", c.InitialServiceTime))
+	}
+	if c.StatsCoalesce < 0 {
+		errs = append(errs, fmt.Errorf("stats_coalesce must be >= 0, got %v", c.StatsCoalesce))
+	}
+	if c.HeartbeatInterval <= 0 {
+		errs = append(errs, fmt.Errorf("heartbeat_interval must be > 0, got %v", c.HeartbeatInterval))
+	}
+	if c.TPSMinRequests < 1 {
+		errs = append(errs, fmt.Errorf("tps_min_requests must be >= 1, got %d", c.TPSMinRequests))
+	}
+	if c.TPSPeakHalfLife <= 0 {
+		errs = append(errs, fmt.Errorf("tps_peak_half_life must be > 0, got %v", c.TPSPeakHalfLife))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("gateway config: %w", err)
+	}
+	return nil
+}
+
+// Request is what the gateway needs to know about a request.
+type Request struct {
+	ID           uint64
+	Router       int // index of the router that sent it, for Stats.Received
+	PromptTokens int
+}
+
+// Decision is the outcome of Offer.
+type Decision uint8
+
+// Offer outcomes.
+const (
+	Admit Decision = iota + 1
+	Queue
+	Reject
+)
+
+// Stats is the message a gateway sends to routers. It is immutable once
+// built and may be shared.
+type Stats struct {
+	Backend     int
+	Seq         uint64
+	At          time.Duration
+	Capacity    int
+	Active      int
+	Waiting     int
+	InputTPS    float64
+	MaxInputTPS float64
+	// Received[r] counts the requests router r has sent that reached this
+	// gateway, so that a router can tell which of its dispatches the stats
+	// already include.
+	Received  []uint64
+	Completed uint64
+	Rejected  uint64
+	Cancelled uint64
+}
+
+// Gateway is the admission state of one backend.
+type Gateway struct {
+	cfg      Config
+	backend  int
+	capacity int
+
+	active  map[uint64]time.Duration // admitted request -> admission time
+	waiting []Request
+
+	meanService float64 // seconds
+
+	received                       []uint64
+	completed, rejected, cancelled uint64
+
+	tps     tpsMeter
+	peakTPS float64
+	peakAt  time.Duration
+
+	seq        uint64
+	dirty      bool
+	lastSent   time.Duration
+	everSent   bool
+	lastChange time.Duration
+}
+
+// New returns the gateway of backend index backend with the given workers.
+func New(backend, workers int, cfg Config) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if workers < 1 {
+		return nil, fmt.Errorf("gateway: backend %d needs at least one worker, got %d", backend, workers)
+	}
+	capacity := cfg.MaxConcurrency
+	if capacity == 0 {
+		capacity = cfg.SlotsPerWorker * workers
+	}
+	return &Gateway{
+		cfg: cfg, backend: backend, capacity: capacity,
+		active:      make(map[uint64]time.Duration, capacity),
+		meanService: cfg.InitialServiceTime.Seconds(),
+		tps:         newTPSMeter(cfg.TPSMinRequests),
+	}, nil
+}
+
+// Capacity is the maximum engine concurrency.
+func (g *Gateway) Capacity() int { return g.capacity }
+
+// Active is the number of admitted requests.
+func (g *Gateway) Active() int { return len(g.active) }
+
+// Waiting is the number of queued requests.
+func (g *Gateway) Waiting() int { return len(g.waiting) }
+
+// EstimatedWait is how long a request arriving now would wait for a slot.
+func (g *Gateway) EstimatedWait() time.Duration {
+	if len(g.active) < g.capacity {
+		return 0
+	}
+	s := float64(len(g.waiting)+1) * g.meanService / float64(g.capacity)
+	return time.Duration(s * float64(time.Second))
+}
+
+// Offer decides what happens to an arriving request. A rejection's error
+// wraps ErrOverloaded and says why.
+func (g *Gateway) Offer(now time.Duration, r Request) (Decision, error) {
+	g.countReceived(r.Router)
+	g.changed(now)
+	if len(g.active) < g.capacity && len(g.waiting) == 0 {
+		g.active[r.ID] = now
+		return Admit, nil
+	}
+	if limit := g.cfg.MaxWaitingFactor * float64(g.capacity); float64(len(g.waiting)) >= limit {
+		g.rejected++
+		return Reject, fmt.Errorf("%w: backend %d has %d requests waiting (limit %.0f)", ErrOverloaded, g.backend, len(g.waiting), limit)
+	}
+	if est := g.EstimatedWait(); est > g.cfg.MaxEstimatedWait {
+		g.rejected++
+		return Reject, fmt.Errorf("%w: backend %d estimated wait %v exceeds %v", ErrOverloaded, g.backend, est.Round(time.Millisecond), g.cfg.MaxEstimatedWait)
+	}
+	g.waiting = append(g.waiting, r)
+	return Queue, nil
+}
+
+func (g *Gateway) countReceived(router int) {
+	if router < 0 {
+		return
+	}
+	for len(g.received) <= router {
+		g.received = append(g.received, 0)
+	}
+	g.received[router]++
+}
+
+// Finish records that an admitted request finished with promptTokens of
+// input, and admits queued requests into the freed slot. It appends the
+// newly admitted requests to out and returns it.
+func (g *Gateway) Finish(now time.Duration, id uint64, promptTokens int, out []Request) []Request {
+	start, ok := g.active[id]
+	if !ok {
+		return out
+	}
+	delete(g.active, id)
+	g.completed++
+	g.meanService += 0.1 * ((now - start).Seconds() - g.meanService)
+	g.tps.add(now, promptTokens)
+	g.updatePeak(now)
+	g.changed(now)
+	return g.admitWaiting(now, out)
+}
+
+// Cancel drops a request, admitted or queued, and admits queued requests into
+// a freed slot. wasActive says whether it held an engine slot (the caller must
+// then cancel it in the engine too).
+func (g *Gateway) Cancel(now time.Duration, id uint64, out []Request) (wasActive bool, admitted []Request) {
+	if _, ok := g.active[id]; ok {
+		delete(g.active, id)
+		g.cancelled++
+		g.changed(now)
+		return true, g.admitWaiting(now, out)
+	}
+	for i, r := range g.waiting {
+		if r.ID == id {
+			g.waiting = append(g.waiting[:i], g.waiting[i+1:]...)
+			g.cancelled++
+			g.changed(now)
+			return false, out
+		}
+	}
+	return false, out
+}
+
+func (g *Gateway) admitWaiting(now time.Duration, out []Request) []Request {
+	n := 0
+	for n < len(g.waiting) && len(g.active) < g.capacity {
+		r := g.waiting[n]
+		g.active[r.ID] = now
+		out = append(out, r)
+		n++
+	}
+	if n > 0 {
+		g.waiting = g.waiting[:copy(g.waiting, g.waiting[n:])]
+	}
+	return out
+}
+
+func (g *Gateway) changed(now time.Duration) {
+	if !g.dirty {
+		g.dirty = true
+		g.lastChange = now
+	}
+}
+
+// updatePeak folds the current rate into the decaying peak, but only a rate
+// from a window with enough requests: a few requests in a short span say
+// nothing about capacity.
+func (g *Gateway) updatePeak(now time.Duration) {
+	rate, counted := g.tps.rate(now)
+	g.peakTPS = g.decayedPeak(now)
+	if counted {
+		g.peakTPS = max(g.peakTPS, rate)
+	}
+	g.peakAt = now
+}
+
+func (g *Gateway) decayedPeak(now time.Duration) float64 {
+	return g.peakTPS * math.Exp2(-(now-g.peakAt).Seconds()/g.cfg.TPSPeakHalfLife.Seconds())
+}
+
+// NextStatsAt is when the next stats message is due: soon after a change
+// (coalesced), or at the heartbeat interval.
+func (g *Gateway) NextStatsAt() time.Duration {
+	if !g.everSent {
+		return 0
+	}
+	if g.dirty {
+		return max(g.lastChange, g.lastSent+g.cfg.StatsCoalesce)
+	}
+	return g.lastSent + g.cfg.HeartbeatInterval
+}
+
+// TakeStats builds the stats message for now and marks it sent.
+func (g *Gateway) TakeStats(now time.Duration) *Stats {
+	g.seq++
+	g.dirty = false
+	g.lastSent = now
+	g.everSent = true
+	rate, _ := g.tps.rate(now)
+	return &Stats{
+		Backend: g.backend, Seq: g.seq, At: now, Capacity: g.capacity,
+		Active: len(g.active), Waiting: len(g.waiting),
+		InputTPS: rate, MaxInputTPS: g.decayedPeak(now),
+		Received:  append([]uint64(nil), g.received...),
+		Completed: g.completed, Rejected: g.rejected, Cancelled: g.cancelled,
+	}
+}

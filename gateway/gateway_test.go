@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+func newGW(t *testing.T, workers int, mutate func(*Config)) *Gateway {
+	t.Helper()
+	cfg := DefaultConfig()
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	g, err := New(0, workers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestAdmitQueueReject(t *testing.T) {
+	// One worker, 2 slots, at most 2 x 2 = 4 waiting, long wait bound.
+	g := newGW(t, 1, func(c *Config) { c.SlotsPerWorker = 2; c.MaxWaitingFactor = 2; c.MaxEstimatedWait = time.Hour })
+	want := []Decision{Admit, Admit, Queue, Queue, Queue, Queue, Reject}
+	for i, w := range want {
+		d, err := g.Offer(0, Request{ID: uint64(i), PromptTokens: 10})
+		if d != w {
+			t.Fatalf("offer %d: %v, want %v", i, d, w)
+		}
+		if (d == Reject) != errors.Is(err, ErrOverloaded) {
+			t.Fatalf("offer %d: decision %v with error %v", i, d, err)
+		}
+	}
+	// Finishing one admits the head of the queue.
+	admitted := g.Finish(time.Second, 0, 10, nil)
+	if len(admitted) != 1 || admitted[0].ID != 2 {
+		t.Fatalf("Finish admitted %+v, want request 2", admitted)
+	}
+	// Cancelling an active request admits the next; cancelling a queued one does not.
+	wasActive, admitted := g.Cancel(time.Second, 1, nil)
+	if !wasActive || len(admitted) != 1 || admitted[0].ID != 3 {
+		t.Fatalf("Cancel(active) = %v %+v, want true and request 3", wasActive, admitted)
+	}
+	wasActive, admitted = g.Cancel(time.Second, 5, nil)
+	if wasActive || len(admitted) != 0 || g.Waiting() != 1 {
+		t.Fatalf("Cancel(queued) = %v %+v with %d waiting, want false, none, 1", wasActive, admitted, g.Waiting())
+	}
+	st := g.TakeStats(time.Second)
+	// Accounting closes: received = active + waiting + completed + cancelled + rejected.
+	if got := uint64(st.Active+st.Waiting) + st.Completed + st.Cancelled + st.Rejected; got != st.Received[0] {
+		t.Errorf("accounting: %d active+waiting+completed+cancelled+rejected, %d received", got, st.Received[0])
+	}
+}
+
+func TestQueueMismatchRejection(t *testing.T) {
+	// 1 worker x 4 slots, service time 2 s: each waiter adds 0.5 s of estimated wait.
+	g := newGW(t, 1, func(c *Config) { c.SlotsPerWorker = 4; c.MaxEstimatedWait = 2 * time.Second })
+	for i := range 4 {
+		if d, _ := g.Offer(0, Request{ID: uint64(i)}); d != Admit {
+			t.Fatalf("request %d not admitted", i)
+		}
+	}
+	tests := []struct {
+		waiting int
+		want    time.Duration
+	}{{0, 500 * time.Millisecond}, {1, time.Second}, {3, 2 * time.Second}}
+	for _, tt := range tests {
+		for g.Waiting() < tt.waiting {
+			if _, err := g.Offer(0, Request{ID: uint64(100 + g.Waiting())}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := g.EstimatedWait(); got != tt.want {
+			t.Errorf("with %d waiting: estimated wait %v, want %v", tt.waiting, got, tt.want)
+		}
+	}
+	// (3+1) x 2 s / 4 = 2 s is still within the bound; (4+1) x 2 s / 4 = 2.5 s is not.
+	if d, err := g.Offer(0, Request{ID: 998}); d != Queue {
+		t.Errorf("offer at the wait bound: %v %v, want Queue", d, err)
+	}
+	if d, err := g.Offer(0, Request{ID: 999}); d != Reject || !errors.Is(err, ErrOverloaded) {
+		t.Errorf("offer past the wait bound: %v %v, want Reject with ErrOverloaded", d, err)
+	}
+}
+
+func TestServiceTimeEWMA(t *testing.T) {
+	g := newGW(t, 1, nil)
+	if _, err := g.Offer(0, Request{ID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	g.Finish(12*time.Second, 1, 100, nil)
+	// 2 + 0.1 x (12 - 2) = 3 s.
+	if math.Abs(g.meanService-3) > 1e-9 {
+		t.Errorf("mean service = %v s, want 3", g.meanService)
+	}
+}
+
+func TestInputTPSWindows(t *testing.T) {
+	g := newGW(t, 1, func(c *Config) { c.SlotsPerWorker = 1000; c.TPSMinRequests = 10 })
+	// 100 requests of 1000 tokens, 10 per second for 10 s: 10,000 tokens/s.
+	for i := range 100 {
+		now := time.Duration(i) * 100 * time.Millisecond
+		if _, err := g.Offer(now, Request{ID: uint64(i)}); err != nil {
+			t.Fatal(err)
+		}
+		g.Finish(now, uint64(i), 1000, nil)
+	}
+	st := g.TakeStats(10 * time.Second)
+	// The 5 s window holds 50 requests: 50,000 tokens / 5 s.
+	if math.Abs(st.InputTPS-10_000) > 1 {
+		t.Errorf("InputTPS = %v, want 10000", st.InputTPS)
+	}
+	// Quiet for 30 s: the 5 s and 20 s windows are empty, the 60 s window holds
+	// all 100 requests over the 40 s elapsed so far. The peak decays with its
+	// half-life from about 10,000 (a little more early on, when the short
+	// window spans only the first second).
+	st = g.TakeStats(40 * time.Second)
+	if want := 100_000.0 / 40; math.Abs(st.InputTPS-want) > 1 {
+		t.Errorf("InputTPS after 30 s quiet = %v, want %v", st.InputTPS, want)
+	}
+	if lo, hi := 10_000*math.Exp2(-30.1/120), 10_600*math.Exp2(-30.1/120); st.MaxInputTPS < lo || st.MaxInputTPS > hi {
+		t.Errorf("MaxInputTPS = %v, want within [%v, %v]", st.MaxInputTPS, lo, hi)
+	}
+	// After more than 60 s nothing is left.
+	if st = g.TakeStats(200 * time.Second); st.InputTPS != 0 {
+		t.Errorf("InputTPS after 160 s quiet = %v, want 0", st.InputTPS)
+	}
+}
+
+func TestStatsCoalescing(t *testing.T) {
+	g := newGW(t, 1, nil)
+	if at := g.NextStatsAt(); at != 0 {
+		t.Fatalf("first stats due at %v, want 0", at)
+	}
+	g.TakeStats(0)
+	if at := g.NextStatsAt(); at != 500*time.Millisecond {
+		t.Errorf("idle: next stats at %v, want the 500 ms heartbeat", at)
+	}
+	if _, err := g.Offer(3*time.Millisecond, Request{ID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if at := g.NextStatsAt(); at != 10*time.Millisecond {
+		t.Errorf("change at 3 ms: next stats at %v, want 10 ms (coalesced)", at)
+	}
+	g.TakeStats(10 * time.Millisecond)
+	if _, err := g.Offer(50*time.Millisecond, Request{ID: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if at := g.NextStatsAt(); at != 50*time.Millisecond {
+		t.Errorf("change at 50 ms after a quiet spell: next stats at %v, want 50 ms", at)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	bad := DefaultConfig()
+	bad.SlotsPerWorker, bad.MaxEstimatedWait = 0, 0
+	if err := bad.Validate(); err == nil {
+		t.Error("invalid config accepted")
+	}
+	if _, err := New(0, 0, DefaultConfig()); err == nil {
+		t.Error("zero workers accepted")
+	}
+}
