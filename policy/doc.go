@@ -1,0 +1,46 @@
+// Package policy holds the placement policies of the router behind one small
+// interface. A Policy sees one request and the router's current view of every
+// backend and returns a Decision: dispatch to a backend, wait (and be asked
+// again no later than a deadline, or sooner when the view changes), or reject
+// as overloaded. Pick never blocks and never keeps a reference to the views.
+//
+// Policies are built through an explicit Registry (see NewRegistry); nothing
+// registers itself.
+//
+// # The affinity policies
+//
+// A backend has a free engine slot when its active requests plus this router's
+// dispatches not yet reflected in its stats are below its capacity (25 x
+// workers by default). Utilization is (active + pending + waiting) / capacity.
+//
+// waw: a consistent-hash ring with VirtualNodes points per backend. The affine
+// backend A is the first point clockwise from the session's hash. If A has a
+// free slot the request goes there. Otherwise, if it is already waiting for A
+// or fewer than MaxQueued requests wait at this router for A, it waits for a
+// slot at A until AffinityWait after its arrival. When the wait ends, or the
+// queue is full, it overflows to the backend of lowest utilization, even a full
+// one (that backend's gateway queues or rejects).
+//
+// pulsar-waw: weighted rendezvous hashing. Backends are ranked by
+// -w_b / ln(u(s,b)), u in (0,1) from a hash of session and backend, w_b the
+// backend's measured maximum input tokens/s (or its capacity, for every
+// backend, until every backend has reported one; Params.Weight = "capacity"
+// keeps capacity weights). The band starts as the top-ranked backend and widens
+// by one rank every BandStep of waiting. The request goes to the best-ranked
+// backend in the band with a free slot; otherwise it waits, queued at its
+// top-ranked backend (at most MaxQueued per backend per router). If that queue
+// is full it overflows to the best-ranked backend anywhere with a free slot,
+// and is rejected as overloaded if there is none. After MaxWait in total it is
+// rejected as overloaded. It never overflows to a backend without a free slot.
+//
+// # The baselines
+//
+// round-robin cycles through the backends; random picks uniformly;
+// least-request picks the fewest outstanding requests (active + pending +
+// waiting, ties to the lower index); power-of-two samples two distinct
+// backends and keeps the one with fewer outstanding requests. None of them
+// waits.
+//
+// Every policy skips backends listed in Request.Exclude (those that already
+// refused this request) while any other backend is eligible.
+package policy

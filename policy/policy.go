@@ -1,0 +1,223 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// View is a router's picture of one backend at pick time.
+type View struct {
+	// Index is the backend's position in the views slice.
+	Index int
+	// Key is a stable hash of the backend's name, used by hashing policies.
+	Key uint64
+	// Capacity is the backend's maximum engine concurrency.
+	Capacity int
+	// Active and Waiting come from the backend's latest stats.
+	Active, Waiting int
+	// Pending counts this router's dispatches the latest stats do not include.
+	Pending int
+	// Queued counts requests waiting at this router for this backend.
+	Queued int
+	// MaxInputTPS is the backend's measured maximum input tokens/s (0 if none yet).
+	MaxInputTPS float64
+	// Eligible is false for a backend that must not take new requests.
+	Eligible bool
+}
+
+// Free reports whether the backend has a free engine slot.
+func (v *View) Free() bool { return v.Active+v.Pending < v.Capacity }
+
+// Outstanding is the number of requests the backend holds or will hold.
+func (v *View) Outstanding() int { return v.Active + v.Pending + v.Waiting }
+
+// Utilization is Outstanding over Capacity.
+func (v *View) Utilization() float64 {
+	return float64(v.Outstanding()) / float64(max(v.Capacity, 1))
+}
+
+// Request is what a policy knows about the request it places.
+type Request struct {
+	// Session is the hash of the request's session key.
+	Session uint64
+	// Arrived is when the request reached the router.
+	Arrived time.Duration
+	// QueuedAt is the backend the request is waiting for at this router, or -1.
+	QueuedAt int
+	// Exclude lists backends that already refused this request.
+	Exclude []int
+}
+
+func (r *Request) excluded(b int) bool { return slices.Contains(r.Exclude, b) }
+
+// Kind is what a Decision asks the router to do.
+type Kind uint8
+
+// Decision kinds.
+const (
+	Dispatch Kind = iota + 1
+	Wait
+	Reject
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Dispatch:
+		return "dispatch"
+	case Wait:
+		return "wait"
+	case Reject:
+		return "reject"
+	}
+	return fmt.Sprintf("Kind(%d)", k)
+}
+
+// Decision is a policy's answer.
+type Decision struct {
+	Kind Kind
+	// Backend is where to dispatch, or which backend's queue to wait in.
+	Backend int
+	// Until is when to ask again at the latest (Wait only).
+	Until time.Duration
+	// Reason says why a request was rejected.
+	Reason string
+}
+
+// Policy places requests. Implementations are not safe for concurrent use
+// unless they say so; a router owns its own instance.
+type Policy interface {
+	Name() string
+	Pick(now time.Duration, r *Request, views []View) Decision
+}
+
+// ErrUnknownPolicy is returned by Registry.New for a name it does not know.
+var ErrUnknownPolicy = errors.New("policy: unknown policy")
+
+// Params are the tunables of the built-in policies.
+type Params struct {
+	AffinityWait time.Duration `yaml:"affinity_wait" json:"affinity_wait"`
+	BandStep     time.Duration `yaml:"band_step" json:"band_step"`
+	MaxWait      time.Duration `yaml:"max_wait" json:"max_wait"`
+	MaxQueued    int           `yaml:"max_queued" json:"max_queued"`
+	VirtualNodes int           `yaml:"virtual_nodes" json:"virtual_nodes"`
+	// Weight is pulsar-waw's weight source: "max-input-tps" or "capacity".
+	Weight string `yaml:"weight" json:"weight"`
+}
+
+// DefaultParams are DESIGN's values.
+func DefaultParams() Params {
+	return Params{AffinityWait: 300 * time.Millisecond, BandStep: 300 * time.Millisecond,
+		MaxWait: 4 * time.Second, MaxQueued: 4, VirtualNodes: 150, Weight: WeightMaxInputTPS}
+}
+
+// Weight sources for pulsar-waw.
+const (
+	WeightMaxInputTPS = "max-input-tps"
+	WeightCapacity    = "capacity"
+)
+
+// Validate reports what is wrong with the parameters.
+func (p Params) Validate() error {
+	var errs []error
+	if p.AffinityWait < 0 || p.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("affinity_wait and max_wait must be >= 0, got %v and %v", p.AffinityWait, p.MaxWait))
+	}
+	if p.BandStep <= 0 {
+		errs = append(errs, fmt.Errorf("band_step must be > 0, got %v", p.BandStep))
+	}
+	if p.MaxQueued < 0 {
+		errs = append(errs, fmt.Errorf("max_queued must be >= 0, got %d", p.MaxQueued))
+	}
+	if p.VirtualNodes < 1 {
+		errs = append(errs, fmt.Errorf("virtual_nodes must be >= 1, got %d", p.VirtualNodes))
+	}
+	if p.Weight != WeightMaxInputTPS && p.Weight != WeightCapacity {
+		errs = append(errs, fmt.Errorf("weight must be %q or %q, got %q", WeightMaxInputTPS, WeightCapacity, p.Weight))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("policy params: %w", err)
+	}
+	return nil
+}
+
+// Backend is what a policy learns about a backend when it is built.
+type Backend struct {
+	Name string
+	Key  uint64
+}
+
+// Factory builds a policy for a router over the given backends.
+type Factory func(p Params, backends []Backend, rng *rand.Rand) (Policy, error)
+
+// Registry maps policy names to factories. Build one with NewRegistry and pass
+// it down; it is safe for concurrent reads once built.
+type Registry struct {
+	factories map[string]Factory
+}
+
+// NewRegistry returns a registry holding the built-in policies.
+func NewRegistry() *Registry {
+	r := &Registry{factories: make(map[string]Factory)}
+	r.Register("round-robin", func(Params, []Backend, *rand.Rand) (Policy, error) { return &RoundRobin{}, nil })
+	r.Register("random", func(_ Params, _ []Backend, rng *rand.Rand) (Policy, error) { return &Random{rng: rng}, nil })
+	r.Register("least-request", func(Params, []Backend, *rand.Rand) (Policy, error) { return LeastRequest{}, nil })
+	r.Register("power-of-two", func(_ Params, _ []Backend, rng *rand.Rand) (Policy, error) { return &PowerOfTwo{rng: rng}, nil })
+	r.Register("waw", func(p Params, b []Backend, _ *rand.Rand) (Policy, error) { return NewWaW(p, b), nil })
+	r.Register("pulsar-waw", func(p Params, b []Backend, _ *rand.Rand) (Policy, error) { return NewPulsarWaW(p, b), nil })
+	return r
+}
+
+// Register adds or replaces a policy.
+func (r *Registry) Register(name string, f Factory) { r.factories[name] = f }
+
+// Names lists the registered policies, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.factories))
+	for n := range r.factories {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Has reports whether a policy is registered.
+func (r *Registry) Has(name string) bool { _, ok := r.factories[name]; return ok }
+
+// New builds the named policy.
+func (r *Registry) New(name string, p Params, backends []Backend, rng *rand.Rand) (Policy, error) {
+	f, ok := r.factories[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownPolicy, name, strings.Join(r.Names(), ", "))
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if len(backends) == 0 {
+		return nil, fmt.Errorf("policy %s: no backends", name)
+	}
+	return f(p, backends, rng)
+}
+
+// eligible reports whether views[i] may take the request; excluded backends
+// count only when strict is false and nothing else is eligible.
+func eligible(r *Request, v *View, strict bool) bool {
+	return v.Eligible && (!strict || !r.excluded(v.Index))
+}
+
+// anyEligible reports whether some backend is eligible and not excluded.
+func anyEligible(r *Request, views []View) bool {
+	for i := range views {
+		if eligible(r, &views[i], true) {
+			return true
+		}
+	}
+	return false
+}
+
+func reject(reason string) Decision { return Decision{Kind: Reject, Backend: -1, Reason: reason} }
+
+func dispatch(b int) Decision { return Decision{Kind: Dispatch, Backend: b} }

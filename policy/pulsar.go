@@ -1,0 +1,104 @@
+package policy
+
+import (
+	"math"
+	"time"
+)
+
+// PulsarWaW is weighted rendezvous affinity with a widening band, a bounded
+// wait and overflow only to free backends (see the package documentation).
+type PulsarWaW struct {
+	p      Params
+	scores []float64 // scratch, one per view; reused across picks
+}
+
+var _ Policy = (*PulsarWaW)(nil)
+
+// NewPulsarWaW returns the policy; it keeps no per-backend state, so backends
+// may come and go between picks.
+func NewPulsarWaW(p Params, _ []Backend) *PulsarWaW { return &PulsarWaW{p: p} }
+
+// Name implements Policy.
+func (*PulsarWaW) Name() string { return "pulsar-waw" }
+
+// useMeasured reports whether every eligible backend has a measured weight.
+func (pw *PulsarWaW) useMeasured(views []View) bool {
+	if pw.p.Weight == WeightCapacity {
+		return false
+	}
+	for i := range views {
+		if views[i].Eligible && views[i].MaxInputTPS <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Score is backend v's weighted rendezvous score for a session: higher ranks
+// first. With weights w_b, the share of sessions ranking b first is
+// w_b / sum(w).
+func Score(session uint64, v *View, measured bool) float64 {
+	w := float64(v.Capacity)
+	if measured {
+		w = v.MaxInputTPS
+	}
+	return -w / math.Log(unit(mix(session^v.Key)))
+}
+
+// Pick implements Policy.
+func (pw *PulsarWaW) Pick(now time.Duration, r *Request, views []View) Decision {
+	strict := anyEligible(r, views)
+	measured := pw.useMeasured(views)
+	waited := now - r.Arrived
+	band := 1 + int(waited/pw.p.BandStep)
+
+	if cap(pw.scores) < len(views) {
+		pw.scores = make([]float64, len(views))
+	}
+	scores := pw.scores[:len(views)]
+	top, free := -1, -1
+	topScore, freeScore := math.Inf(-1), math.Inf(-1)
+	for i := range views {
+		v := &views[i]
+		if !eligible(r, v, strict) {
+			scores[i] = math.Inf(-1)
+			continue
+		}
+		s := Score(r.Session, v, measured)
+		scores[i] = s
+		if s > topScore {
+			top, topScore = i, s
+		}
+		if v.Free() && s > freeScore {
+			free, freeScore = i, s
+		}
+	}
+	if top < 0 {
+		return reject("no eligible backend")
+	}
+	if free == top {
+		return dispatch(free)
+	}
+	if free >= 0 && band > 1 {
+		rank := 0
+		for _, s := range scores {
+			if s > freeScore {
+				rank++
+			}
+		}
+		if rank < band {
+			return dispatch(free)
+		}
+	}
+	if waited >= pw.p.MaxWait {
+		return reject("overloaded: no free slot within the band after " + pw.p.MaxWait.String())
+	}
+	if r.QueuedAt == top || views[top].Queued < pw.p.MaxQueued {
+		until := min(r.Arrived+time.Duration(band)*pw.p.BandStep, r.Arrived+pw.p.MaxWait)
+		return Decision{Kind: Wait, Backend: top, Until: until}
+	}
+	if free >= 0 {
+		return dispatch(free)
+	}
+	return reject("overloaded: affinity queue full and no backend has a free slot")
+}

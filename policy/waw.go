@@ -1,0 +1,87 @@
+package policy
+
+import (
+	"slices"
+	"time"
+)
+
+// WaW is consistent-hash affinity with a bounded wait and overflow by
+// utilization (see the package documentation).
+type WaW struct {
+	p      Params
+	points []ringPoint // sorted by hash
+}
+
+type ringPoint struct {
+	hash    uint64
+	backend int
+}
+
+var _ Policy = (*WaW)(nil)
+
+// NewWaW builds the ring over backends, whose order is the views' order.
+func NewWaW(p Params, backends []Backend) *WaW {
+	w := &WaW{p: p, points: make([]ringPoint, 0, len(backends)*p.VirtualNodes)}
+	for i, b := range backends {
+		for v := range p.VirtualNodes {
+			w.points = append(w.points, ringPoint{hash: mix(b.Key ^ mix(uint64(v)+1)), backend: i})
+		}
+	}
+	slices.SortFunc(w.points, func(a, b ringPoint) int {
+		switch {
+		case a.hash < b.hash:
+			return -1
+		case a.hash > b.hash:
+			return 1
+		}
+		return a.backend - b.backend
+	})
+	return w
+}
+
+// Name implements Policy.
+func (*WaW) Name() string { return "waw" }
+
+// Affine returns the first eligible backend clockwise from the session's hash,
+// or -1 if none is.
+func (w *WaW) Affine(r *Request, views []View, strict bool) int {
+	h := mix(r.Session)
+	start, _ := slices.BinarySearchFunc(w.points, h, func(p ringPoint, h uint64) int {
+		if p.hash < h {
+			return -1
+		}
+		if p.hash > h {
+			return 1
+		}
+		return 0
+	})
+	for k := range len(w.points) {
+		b := w.points[(start+k)%len(w.points)].backend
+		if b < len(views) && eligible(r, &views[b], strict) {
+			return b
+		}
+	}
+	return -1
+}
+
+// Pick implements Policy.
+func (w *WaW) Pick(now time.Duration, r *Request, views []View) Decision {
+	strict := anyEligible(r, views)
+	a := w.Affine(r, views, strict)
+	if a < 0 {
+		return reject("no eligible backend")
+	}
+	if views[a].Free() {
+		return dispatch(a)
+	}
+	if until := r.Arrived + w.p.AffinityWait; now < until && (r.QueuedAt == a || views[a].Queued < w.p.MaxQueued) {
+		return Decision{Kind: Wait, Backend: a, Until: until}
+	}
+	best := -1
+	for i := range views {
+		if eligible(r, &views[i], strict) && (best < 0 || views[i].Utilization() < views[best].Utilization()) {
+			best = i
+		}
+	}
+	return dispatch(best)
+}
