@@ -1,0 +1,19 @@
+// Package metrics holds per-turn records and the one set of definitions every
+// report uses:
+//
+//   - TTFT of a turn: from its first attempt's send to the first token of the
+//     attempt that succeeded.
+//   - A turn is good when it completed and its TTFT <= the SLO.
+//   - goodput = good turns completed in the window / window seconds.
+//   - offered = turns started in the window / window seconds.
+//   - SLO % = good turns / turns that ended (completed or failed) in the window.
+//   - reuse % = prompt tokens served from prefix cache / prompt tokens, over the
+//     completed turns in the window (the successful attempt of each).
+//   - failures = turns that failed after all attempts; rejections = attempts
+//     refused by admission (router or gateway), counted for the turns that
+//     ended in the window.
+//   - Percentiles are over completed turns, nearest rank, and every summary
+//     says how many turns it counts.
+//
+// Records are written as NDJSON, one JSON object per line, times in seconds.
+package metrics

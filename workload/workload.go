@@ -1,0 +1,117 @@
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Config describes the sessions.
+type Config struct {
+	SystemPromptTokens int           `yaml:"system_prompt_tokens" json:"system_prompt_tokens"`
+	UserTokensMin      int           `yaml:"user_tokens_min" json:"user_tokens_min"`
+	UserTokensMax      int           `yaml:"user_tokens_max" json:"user_tokens_max"`
+	OutputTokensMin    int           `yaml:"output_tokens_min" json:"output_tokens_min"`
+	OutputTokensMax    int           `yaml:"output_tokens_max" json:"output_tokens_max"`
+	TurnsMin           int           `yaml:"turns_min" json:"turns_min"`
+	TurnsMax           int           `yaml:"turns_max" json:"turns_max"`
+	ThinkTimeMean      time.Duration `yaml:"think_time_mean" json:"think_time_mean"`
+}
+
+// DefaultConfig returns the routing study's sessions.
+func DefaultConfig() Config {
+	return Config{SystemPromptTokens: 4000, UserTokensMin: 200, UserTokensMax: 2000,
+		OutputTokensMin: 128, OutputTokensMax: 256, TurnsMin: 5, TurnsMax: 40, ThinkTimeMean: 5 * time.Second}
+}
+
+// Validate reports what is wrong with a configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.SystemPromptTokens < 0 {
+		errs = append(errs, fmt.Errorf("system_prompt_tokens must be >= 0, got %d", c.SystemPromptTokens))
+	}
+	check := func(name string, lo, hi, least int) {
+		if lo < least || hi < lo {
+			errs = append(errs, fmt.Errorf("%s: want %d <= min <= max, got min %d max %d", name, least, lo, hi))
+		}
+	}
+	check("user_tokens", c.UserTokensMin, c.UserTokensMax, 1)
+	check("output_tokens", c.OutputTokensMin, c.OutputTokensMax, 1)
+	check("turns", c.TurnsMin, c.TurnsMax, 1)
+	if c.ThinkTimeMean < 0 {
+		errs = append(errs, fmt.Errorf("think_time_mean must be >= 0, got %v", c.ThinkTimeMean))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("workload: %w", err)
+	}
+	return nil
+}
+
+// MeanTurns is the mean number of turns per session.
+func (c Config) MeanTurns() float64 { return float64(c.TurnsMin+c.TurnsMax) / 2 }
+
+// SessionRate is the session arrival rate for a nominal request rate.
+func (c Config) SessionRate(nominalRPS float64) float64 { return nominalRPS / c.MeanTurns() }
+
+// Turn is one request of a session.
+type Turn struct {
+	Index        int
+	PromptTokens int
+	OutputTokens int
+}
+
+// Session is one user's conversation. It is not safe for concurrent use.
+type Session struct {
+	ID      uint64
+	Turns   int
+	cfg     *Config
+	rng     *rand.Rand
+	next    int
+	context int // tokens of every earlier turn's prompt additions and output
+}
+
+// NewSession starts session id of a run seeded with seed.
+func (c *Config) NewSession(seed, id uint64) *Session {
+	rng := rand.New(rand.NewPCG(seed, id))
+	return &Session{ID: id, Turns: c.TurnsMin + rng.IntN(c.TurnsMax-c.TurnsMin+1), cfg: c, rng: rng,
+		context: c.SystemPromptTokens}
+}
+
+// Next returns the session's next turn; ok is false when the session is over.
+func (s *Session) Next() (t Turn, ok bool) {
+	if s.next >= s.Turns {
+		return Turn{}, false
+	}
+	c := s.cfg
+	user := c.UserTokensMin + s.rng.IntN(c.UserTokensMax-c.UserTokensMin+1)
+	out := c.OutputTokensMin + s.rng.IntN(c.OutputTokensMax-c.OutputTokensMin+1)
+	t = Turn{Index: s.next, PromptTokens: s.context + user, OutputTokens: out}
+	s.context += user + out
+	s.next++
+	return t, true
+}
+
+// ThinkTime draws the pause before the next turn.
+func (s *Session) ThinkTime() time.Duration {
+	return time.Duration(s.rng.ExpFloat64() * float64(s.cfg.ThinkTimeMean))
+}
+
+// Arrivals is a Poisson process.
+type Arrivals struct {
+	rng  *rand.Rand
+	mean float64 // seconds between arrivals
+}
+
+// NewArrivals returns arrivals at rate per second drawing from rng.
+func NewArrivals(rate float64, rng *rand.Rand) (*Arrivals, error) {
+	if !(rate > 0) {
+		return nil, fmt.Errorf("workload: arrival rate must be > 0, got %v", rate)
+	}
+	return &Arrivals{rng: rng, mean: 1 / rate}, nil
+}
+
+// Next returns the arrival after now.
+func (a *Arrivals) Next(now time.Duration) time.Duration {
+	return now + time.Duration(a.rng.ExpFloat64()*a.mean*float64(time.Second))
+}
