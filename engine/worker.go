@@ -249,7 +249,7 @@ func (w *Worker) Advance(now time.Duration, out []Event) []Event {
 				s.generated++
 				s.kv++
 				w.kvUsed++
-				if s.generated == 1 {
+				if s.generated == 1 && !s.cancelled {
 					out = append(out, Event{Kind: FirstToken, ID: s.req.ID, Session: s.req.Session, At: end})
 				}
 			}

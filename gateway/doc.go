@@ -20,9 +20,11 @@
 // 60 s, in 250 ms buckets. A window counts only once it holds at least
 // Config.TPSMinRequests requests; the reported InputTPS is the largest rate of
 // the windows that count (maximum weighting), falling back to the 60 s window
-// when none does. MaxInputTPS is the peak of InputTPS from windows that count, decaying with a
-// half-life of Config.TPSPeakHalfLife, so that it tracks what the backend has
-// shown it can take rather than what it happens to get.
+// when none does. MaxInputTPS is the peak of InputTPS over the windows that
+// count: what the backend has shown it can take rather than what it happens to
+// get. By default the peak never decays (Config.TPSPeakHalfLife = 0): a decaying
+// peak follows load, and a policy weighting by it starves the backends it
+// already sends little to.
 //
 // Stats go out when something changed, at most one message per StatsCoalesce
 // (10 ms), and at least every HeartbeatInterval as a heartbeat.

@@ -43,7 +43,7 @@ func DefaultConfig() Config {
 		StatsCoalesce:      10 * time.Millisecond,
 		HeartbeatInterval:  500 * time.Millisecond,
 		TPSMinRequests:     20,
-		TPSPeakHalfLife:    120 * time.Second,
+		TPSPeakHalfLife:    0,
 	}
 }
 
@@ -74,8 +74,8 @@ func (c Config) Validate() error {
 	if c.TPSMinRequests < 1 {
 		errs = append(errs, fmt.Errorf("tps_min_requests must be >= 1, got %d", c.TPSMinRequests))
 	}
-	if c.TPSPeakHalfLife <= 0 {
-		errs = append(errs, fmt.Errorf("tps_peak_half_life must be > 0, got %v", c.TPSPeakHalfLife))
+	if c.TPSPeakHalfLife < 0 {
+		errs = append(errs, fmt.Errorf("tps_peak_half_life must be >= 0 (0: the peak never decays), got %v", c.TPSPeakHalfLife))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("gateway config: %w", err)
@@ -286,6 +286,9 @@ func (g *Gateway) updatePeak(now time.Duration) {
 }
 
 func (g *Gateway) decayedPeak(now time.Duration) float64 {
+	if g.cfg.TPSPeakHalfLife == 0 {
+		return g.peakTPS
+	}
 	return g.peakTPS * math.Exp2(-(now-g.peakAt).Seconds()/g.cfg.TPSPeakHalfLife.Seconds())
 }
 

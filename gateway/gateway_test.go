@@ -98,34 +98,45 @@ func TestServiceTimeEWMA(t *testing.T) {
 }
 
 func TestInputTPSWindows(t *testing.T) {
-	g := newGW(t, 1, func(c *Config) { c.SlotsPerWorker = 1000; c.TPSMinRequests = 10 })
-	// 100 requests of 1000 tokens, 10 per second for 10 s: 10,000 tokens/s.
-	for i := range 100 {
-		now := time.Duration(i) * 100 * time.Millisecond
-		if _, err := g.Offer(now, Request{ID: uint64(i)}); err != nil {
-			t.Fatal(err)
-		}
-		g.Finish(now, uint64(i), 1000, nil)
-	}
-	st := g.TakeStats(10 * time.Second)
-	// The 5 s window holds 50 requests: 50,000 tokens / 5 s.
-	if math.Abs(st.InputTPS-10_000) > 1 {
-		t.Errorf("InputTPS = %v, want 10000", st.InputTPS)
-	}
-	// Quiet for 30 s: the 5 s and 20 s windows are empty, the 60 s window holds
-	// all 100 requests over the 40 s elapsed so far. The peak decays with its
-	// half-life from about 10,000 (a little more early on, when the short
-	// window spans only the first second).
-	st = g.TakeStats(40 * time.Second)
-	if want := 100_000.0 / 40; math.Abs(st.InputTPS-want) > 1 {
-		t.Errorf("InputTPS after 30 s quiet = %v, want %v", st.InputTPS, want)
-	}
-	if lo, hi := 10_000*math.Exp2(-30.1/120), 10_600*math.Exp2(-30.1/120); st.MaxInputTPS < lo || st.MaxInputTPS > hi {
-		t.Errorf("MaxInputTPS = %v, want within [%v, %v]", st.MaxInputTPS, lo, hi)
-	}
-	// After more than 60 s nothing is left.
-	if st = g.TakeStats(200 * time.Second); st.InputTPS != 0 {
-		t.Errorf("InputTPS after 160 s quiet = %v, want 0", st.InputTPS)
+	for _, tt := range []struct {
+		name     string
+		halfLife time.Duration
+		decay    float64 // of the peak by 40 s
+	}{
+		{"peak kept", 0, 1},
+		{"peak decays", 120 * time.Second, math.Exp2(-39.1 / 120)}, // from 0.9 s to 40 s
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newGW(t, 1, func(c *Config) { c.SlotsPerWorker = 1000; c.TPSMinRequests = 10; c.TPSPeakHalfLife = tt.halfLife })
+			// 100 requests of 1000 tokens, 10 per second for 10 s: 10,000 tokens/s.
+			for i := range 100 {
+				now := time.Duration(i) * 100 * time.Millisecond
+				if _, err := g.Offer(now, Request{ID: uint64(i)}); err != nil {
+					t.Fatal(err)
+				}
+				g.Finish(now, uint64(i), 1000, nil)
+			}
+			st := g.TakeStats(10 * time.Second)
+			// The 5 s window holds 50 requests: 50,000 tokens / 5 s.
+			if math.Abs(st.InputTPS-10_000) > 1 {
+				t.Errorf("InputTPS = %v, want 10000", st.InputTPS)
+			}
+			// Quiet for 30 s: the 5 s and 20 s windows are empty, the 60 s window
+			// holds all 100 requests over the 40 s elapsed so far. The peak is
+			// about 10,000 (11,111 at 0.9 s, when the first window to count held
+			// 10 requests over 0.9 s).
+			st = g.TakeStats(40 * time.Second)
+			if want := 100_000.0 / 40; math.Abs(st.InputTPS-want) > 1 {
+				t.Errorf("InputTPS after 30 s quiet = %v, want %v", st.InputTPS, want)
+			}
+			if want := 100_000.0 / 9 * tt.decay; math.Abs(st.MaxInputTPS-want) > 1 {
+				t.Errorf("MaxInputTPS = %v, want %v", st.MaxInputTPS, want)
+			}
+			// After more than 60 s nothing is left in the windows.
+			if st = g.TakeStats(200 * time.Second); st.InputTPS != 0 {
+				t.Errorf("InputTPS after 160 s quiet = %v, want 0", st.InputTPS)
+			}
+		})
 	}
 }
 

@@ -17,9 +17,9 @@ func TestSummaryDefinitions(t *testing.T) {
 		c.TurnStarted(at) // 10, 12 and 19 are in the window
 	}
 	recs := []TurnRecord{
-		{Start: 9 * s, FirstToken: 10 * s, End: 11 * s, Completed: true, Backend: 0, PromptTokens: 100, CachedTokens: 50},  // good
+		{Start: 9 * s, FirstToken: 10 * s, End: 11 * s, Completed: true, Backend: 0, PromptTokens: 100, CachedTokens: 50}, // good
 		{Start: 12 * s, FirstToken: 15 * s, End: 16 * s, Completed: true, Backend: 1, PromptTokens: 100, CachedTokens: 0}, // slow
-		{Start: 13 * s, End: 17 * s, Attempts: 3, Rejections: 2, Reason: "overloaded", Backend: 1},                       // failed
+		{Start: 13 * s, End: 17 * s, Attempts: 3, Rejections: 2, Reason: "overloaded", Backend: 1},                        // failed
 		{Start: 1 * s, FirstToken: 2 * s, End: 3 * s, Completed: true},                                                    // before the window
 		{Start: 19 * s, FirstToken: 19500 * time.Millisecond, End: 21 * s, Completed: true},                               // after
 	}

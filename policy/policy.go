@@ -111,7 +111,7 @@ type Params struct {
 // DefaultParams are DESIGN's values.
 func DefaultParams() Params {
 	return Params{AffinityWait: 300 * time.Millisecond, BandStep: 300 * time.Millisecond,
-		MaxWait: 4 * time.Second, MaxQueued: 4, VirtualNodes: 150, Weight: WeightMaxInputTPS}
+		MaxWait: 4 * time.Second, MaxQueued: 4, VirtualNodes: 150, Weight: WeightCapacity}
 }
 
 // Weight sources for pulsar-waw.
@@ -168,6 +168,10 @@ func NewRegistry() *Registry {
 	r.Register("power-of-two", func(_ Params, _ []Backend, rng *rand.Rand) (Policy, error) { return &PowerOfTwo{rng: rng}, nil })
 	r.Register("waw", func(p Params, b []Backend, _ *rand.Rand) (Policy, error) { return NewWaW(p, b), nil })
 	r.Register("pulsar-waw", func(p Params, b []Backend, _ *rand.Rand) (Policy, error) { return NewPulsarWaW(p, b), nil })
+	r.Register("pulsar-waw-tps", func(p Params, b []Backend, _ *rand.Rand) (Policy, error) {
+		p.Weight = WeightMaxInputTPS
+		return &PulsarWaW{p: p, name: "pulsar-waw-tps"}, nil
+	})
 	return r
 }
 

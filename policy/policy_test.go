@@ -226,8 +226,11 @@ func TestPulsarWeightSource(t *testing.T) {
 	vs := views(bs, 100)
 	vs[1].Capacity = 1_000_000 // by capacity backend 1 wins nearly every session
 	vs[0].MaxInputTPS, vs[1].MaxInputTPS = 1_000_000, 1
-	p := NewPulsarWaW(DefaultParams(), bs)
 	r := &Request{Session: 3, QueuedAt: -1}
+	if d := NewPulsarWaW(DefaultParams(), bs).Pick(0, r, vs); d.Backend != 1 {
+		t.Errorf("default capacity weights: picked %d, want 1", d.Backend)
+	}
+	p := newPolicy(t, "pulsar-waw-tps", bs)
 	if d := p.Pick(0, r, vs); d.Backend != 0 {
 		t.Errorf("measured weights: picked %d, want 0", d.Backend)
 	}
@@ -291,7 +294,7 @@ func TestRegistry(t *testing.T) {
 	if _, err := reg.New("pulsar-waw", bad, backends(2), nil); err == nil {
 		t.Error("bad params accepted")
 	}
-	want := "[least-request power-of-two pulsar-waw random round-robin waw]"
+	want := "[least-request power-of-two pulsar-waw pulsar-waw-tps random round-robin waw]"
 	if got := fmt.Sprint(reg.Names()); got != want {
 		t.Errorf("Names() = %s, want %s", got, want)
 	}

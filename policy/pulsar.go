@@ -9,6 +9,7 @@ import (
 // wait and overflow only to free backends (see the package documentation).
 type PulsarWaW struct {
 	p      Params
+	name   string
 	scores []float64 // scratch, one per view; reused across picks
 }
 
@@ -16,10 +17,10 @@ var _ Policy = (*PulsarWaW)(nil)
 
 // NewPulsarWaW returns the policy; it keeps no per-backend state, so backends
 // may come and go between picks.
-func NewPulsarWaW(p Params, _ []Backend) *PulsarWaW { return &PulsarWaW{p: p} }
+func NewPulsarWaW(p Params, _ []Backend) *PulsarWaW { return &PulsarWaW{p: p, name: "pulsar-waw"} }
 
 // Name implements Policy.
-func (*PulsarWaW) Name() string { return "pulsar-waw" }
+func (pw *PulsarWaW) Name() string { return pw.name }
 
 // useMeasured reports whether every eligible backend has a measured weight.
 func (pw *PulsarWaW) useMeasured(views []View) bool {

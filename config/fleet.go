@@ -1,0 +1,192 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/stargate-llm/stargate/client"
+	"github.com/stargate-llm/stargate/engine"
+	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/sim"
+	"github.com/stargate-llm/stargate/workload"
+)
+
+// MaxFileBytes bounds a fleet file.
+const MaxFileBytes = 4 << 20
+
+// Fleet is a decoded fleet file.
+type Fleet struct {
+	Name          string                    `yaml:"name"`
+	Engine        string                    `yaml:"engine"`
+	Profiles      map[string]engine.Profile `yaml:"profiles"`
+	ClientLatency time.Duration             `yaml:"client_latency"`
+	Regions       []RegionSpec              `yaml:"regions"`
+	Gateway       gateway.Config            `yaml:"gateway"`
+	Policy        policy.Params             `yaml:"policy"`
+	Workload      workload.Config           `yaml:"workload"`
+	Client        client.Config             `yaml:"client"`
+}
+
+// RegionSpec is one region of a fleet file.
+type RegionSpec struct {
+	Name     string             `yaml:"name"`
+	Routers  int                `yaml:"routers"`
+	RTTms    map[string]float64 `yaml:"rtt_ms"`
+	Backends []BackendFileSpec  `yaml:"backends"`
+}
+
+// BackendFileSpec is one backend of a fleet file.
+type BackendFileSpec struct {
+	Name    string `yaml:"name"`
+	GPUs    int    `yaml:"gpus"`
+	Profile string `yaml:"profile"`
+}
+
+// defaultFleet holds every default a file may leave out.
+func defaultFleet() Fleet {
+	return Fleet{Engine: "half", ClientLatency: time.Millisecond, Gateway: gateway.DefaultConfig(),
+		Policy: policy.DefaultParams(), Workload: workload.DefaultConfig(), Client: client.DefaultConfig()}
+}
+
+// Parse decodes a fleet file strictly. name is used in error messages.
+func Parse(name string, data []byte) (*Fleet, error) {
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("fleet file %s: %d bytes is larger than the %d-byte limit", name, len(data), MaxFileBytes)
+	}
+	f := defaultFleet()
+	dec := yaml.NewDecoder(bytes.NewReader(data), yaml.DisallowUnknownField())
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("fleet file %s:\n%s", name, yaml.FormatError(err, false, true))
+	}
+	if f.Name == "" {
+		f.Name = strings.TrimSuffix(strings.TrimSuffix(baseName(name), ".yaml"), ".yml")
+	}
+	return &f, nil
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexAny(p, `/\`); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+// Load reads a built-in fleet ("hetero", "homo") or a fleet file.
+func Load(nameOrPath string) (*Fleet, error) {
+	if f, ok := Preset(nameOrPath); ok {
+		return f, nil
+	}
+	data, err := os.ReadFile(nameOrPath)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("fleet %q is neither a built-in fleet (%s) nor a file", nameOrPath, strings.Join(PresetNames(), ", "))
+		}
+		return nil, fmt.Errorf("reading fleet file: %w", err)
+	}
+	return Parse(nameOrPath, data)
+}
+
+// Run holds a simulation's run parameters.
+type Run struct {
+	Policy  string
+	RPS     float64
+	Seed    uint64
+	Warmup  time.Duration
+	Measure time.Duration
+	// Engine, if set, replaces the fleet's default engine profile.
+	Engine string
+}
+
+// SimConfig builds the simulator's configuration and validates it.
+func (f *Fleet) SimConfig(run Run, reg *policy.Registry) (sim.Config, error) {
+	engineName := f.Engine
+	if run.Engine != "" {
+		engineName = run.Engine
+	}
+	var errs []error
+	profile := func(name string) engine.Profile {
+		if p, ok := f.Profiles[name]; ok {
+			if p.Name == "" {
+				p.Name = name
+			}
+			return p
+		}
+		p, err := engine.ProfileByName(name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w; profiles in this file: %v", err, mapKeys(f.Profiles)))
+		}
+		return p
+	}
+	def := profile(engineName)
+	cfg := sim.Config{ClientLatency: f.ClientLatency, Gateway: f.Gateway, Policy: run.Policy, Params: f.Policy,
+		Workload: f.Workload, Client: f.Client, RPS: run.RPS, Seed: run.Seed, Warmup: run.Warmup, Measure: run.Measure}
+	index := make(map[string]int, len(f.Regions))
+	for i, r := range f.Regions {
+		if _, dup := index[r.Name]; dup {
+			errs = append(errs, fmt.Errorf("region %q listed twice", r.Name))
+		}
+		index[r.Name] = i
+		cfg.Regions = append(cfg.Regions, sim.Region{Name: r.Name, Routers: r.Routers})
+	}
+	cfg.Latency = make([][]time.Duration, len(f.Regions))
+	for i, r := range f.Regions {
+		cfg.Latency[i] = make([]time.Duration, len(f.Regions))
+		for to, rtt := range r.RTTms {
+			j, ok := index[to]
+			if !ok {
+				errs = append(errs, fmt.Errorf("region %q: rtt_ms names unknown region %q", r.Name, to))
+				continue
+			}
+			if rtt < 0 {
+				errs = append(errs, fmt.Errorf("region %q: rtt_ms to %q is negative", r.Name, to))
+			}
+			cfg.Latency[i][j] = time.Duration(rtt / 2 * float64(time.Millisecond))
+		}
+		for _, other := range f.Regions {
+			if _, ok := r.RTTms[other.Name]; !ok && other.Name != r.Name {
+				if _, back := other.RTTms[r.Name]; !back {
+					errs = append(errs, fmt.Errorf("region %q: no rtt_ms to %q (give it in either region)", r.Name, other.Name))
+				}
+			}
+		}
+		for _, b := range r.Backends {
+			p := def
+			if b.Profile != "" {
+				p = profile(b.Profile)
+			}
+			cfg.Backends = append(cfg.Backends, sim.BackendSpec{Name: b.Name, Region: i, Workers: b.GPUs, Profile: p})
+		}
+	}
+	// A round trip given in one direction only holds both ways.
+	for i := range f.Regions {
+		for j := range f.Regions {
+			if _, ok := f.Regions[i].RTTms[f.Regions[j].Name]; !ok {
+				cfg.Latency[i][j] = cfg.Latency[j][i]
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return sim.Config{}, fmt.Errorf("fleet %s: %w", f.Name, errors.Join(errs...))
+	}
+	if err := cfg.Validate(reg); err != nil {
+		return sim.Config{}, fmt.Errorf("fleet %s: %w", f.Name, err)
+	}
+	return cfg, nil
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,48 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/stargate-llm/stargate/sim"
+)
+
+// The routing study's GPUs per backend, by region (DESIGN.md).
+var (
+	heteroGPUs = [][]int{{7, 4, 2, 3}, {14, 6, 12, 9}, {19, 8, 10, 13}, {11, 16, 15, 20}, {18, 17, 11, 5}}
+	homoGPUs   = [][]int{{11, 11, 11, 11}, {11, 11, 11, 11}, {11, 11, 11, 11}, {11, 11, 11, 11}, {11, 11, 11, 11}}
+)
+
+// PresetNames lists the built-in fleets.
+func PresetNames() []string { return []string{"hetero", "homo"} }
+
+// Preset returns a built-in fleet.
+func Preset(name string) (*Fleet, bool) {
+	var gpus [][]int
+	switch name {
+	case "hetero":
+		gpus = heteroGPUs
+	case "homo":
+		gpus = homoGPUs
+	default:
+		return nil, false
+	}
+	f := defaultFleet()
+	f.Name = name
+	regions := sim.DefaultRegions()
+	lat := sim.DefaultLatency()
+	for i, r := range regions {
+		rs := RegionSpec{Name: r.Name, Routers: r.Routers, RTTms: map[string]float64{}}
+		for j, other := range regions {
+			rs.RTTms[other.Name] = 2 * float64(lat[i][j].Microseconds()) / 1000
+		}
+		for k, g := range gpus[i] {
+			rs.Backends = append(rs.Backends, BackendFileSpec{Name: fmt.Sprintf("%s-%d", r.Name, k), GPUs: g})
+		}
+		f.Regions = append(f.Regions, rs)
+	}
+	return &f, true
+}
+
+// IsPreset reports whether name is a built-in fleet.
+func IsPreset(name string) bool { return slices.Contains(PresetNames(), name) }

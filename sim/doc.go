@@ -1,0 +1,28 @@
+// Package sim is the discrete-event simulator: it drives the same cores the
+// live services run (engine workers, cluster picker, gateway admission,
+// router and policy, workload, client rules, metrics) on a virtual clock.
+//
+// Events sit in a binary heap ordered by (time, kind, sequence number), so
+// simultaneous events always run in the same order and the same configuration
+// and seed give the same result, byte for byte.
+//
+// # Network
+//
+// Regions are joined by one-way latencies (Config.Latency). A request goes
+// from its client to the client's router (ClientLatency), from the router to
+// the chosen backend's gateway (router region -> backend region), and its
+// first token, completion or rejection travels back the same way. Every stats
+// message a gateway sends reaches each region's routers after the latency from
+// the backend's region to theirs. DefaultLatency gives the default matrix.
+//
+// # Sessions
+//
+// Sessions arrive as a Poisson process (see package workload), each in a
+// region chosen uniformly among the regions that have routers, and pinned to
+// one of that region's routers, chosen uniformly. A turn that times out is
+// cancelled where it is: removed from its router's queue, or from its
+// gateway's queue or engine at once (the cancel is not delayed by the
+// network in the simulator).
+//
+// The run ends at Warmup + Measure; metrics cover [Warmup, Warmup+Measure).
+package sim

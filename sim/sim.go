@@ -1,0 +1,538 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/stargate-llm/stargate/client"
+	"github.com/stargate-llm/stargate/cluster"
+	"github.com/stargate-llm/stargate/engine"
+	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/metrics"
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/router"
+	"github.com/stargate-llm/stargate/workload"
+)
+
+// Result is what one run measured.
+type Result struct {
+	Summary  metrics.Summary
+	Backends []BackendResult
+	// Events is the number of events the run processed.
+	Events uint64
+	// Records holds the measured turns when Config.KeepRecords is set.
+	Records []metrics.TurnRecord
+}
+
+// BackendResult is one backend's share of a run.
+type BackendResult struct {
+	Name    string `json:"name"`
+	Region  string `json:"region"`
+	Workers int    `json:"workers"`
+	metrics.BackendSummary
+	// BusyPct is the share of the run's worker time spent in steps.
+	BusyPct          float64 `json:"busy_pct"`
+	Preemptions      int64   `json:"preemptions"`
+	GatewayRejected  uint64  `json:"gateway_rejected"`
+	GatewayCompleted uint64  `json:"gateway_completed"`
+}
+
+// where an attempt is.
+type place uint8
+
+const (
+	toRouter place = iota
+	atRouter
+	toGateway
+	atGateway // queued or in the engine
+	responding
+)
+
+type attempt struct {
+	id      uint64
+	sess    *session
+	router  int
+	backend int
+	place   place
+	done    bool
+	cached  int
+	output  int
+}
+
+type session struct {
+	id     uint64
+	ws     *workload.Session
+	region int
+	router int
+	turn   *client.Turn
+	prompt workload.Turn
+}
+
+type backendState struct {
+	spec           BackendSpec
+	gw             *gateway.Gateway
+	cl             *cluster.Backend
+	workerGen      []uint64
+	workerAt       []time.Duration
+	workerPending  []bool
+	statsGen       uint64
+	statsAt        time.Duration
+	statsScheduled bool
+}
+
+type routerState struct {
+	r              *router.Router
+	region         int
+	timerGen       uint64
+	timerAt        time.Duration
+	timerScheduled bool
+}
+
+type simulation struct {
+	cfg      *Config
+	q        eventQueue
+	now      time.Duration
+	end      time.Duration
+	backends []*backendState
+	routers  []*routerState
+	byRegion [][]int // router indices per region
+	regions  []int   // regions with routers
+	arrivals *workload.Arrivals
+	rng      *rand.Rand
+	sessions map[uint64]*session
+	nextSess uint64
+	attempts map[uint64]*attempt
+	nextID   uint64
+	coll     *metrics.Collector
+	events   uint64
+
+	engineOut []engine.Event
+	admitted  []gateway.Request
+	outcomes  []router.Outcome
+}
+
+// Run simulates cfg with policies from reg and returns what it measured. It is
+// deterministic: the same configuration and seed give the same result.
+func Run(ctx context.Context, cfg Config, reg *policy.Registry) (*Result, error) {
+	if err := cfg.Validate(reg); err != nil {
+		return nil, err
+	}
+	s, err := build(&cfg, reg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.loop(ctx); err != nil {
+		return nil, err
+	}
+	return s.result(), nil
+}
+
+func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
+	s := &simulation{cfg: cfg, end: cfg.Warmup + cfg.Measure,
+		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x5e55)),
+		sessions: make(map[uint64]*session), attempts: make(map[uint64]*attempt),
+		coll: metrics.NewCollector(cfg.Warmup, cfg.Warmup+cfg.Measure, cfg.Client.TTFTSLO)}
+	arr, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), s.rng)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	s.arrivals = arr
+	pbs := make([]policy.Backend, len(cfg.Backends))
+	rbs := make([]router.Backend, len(cfg.Backends))
+	for i, spec := range cfg.Backends {
+		gw, err := gateway.New(i, spec.Workers, cfg.Gateway)
+		if err != nil {
+			return nil, fmt.Errorf("sim: backend %q: %w", spec.Name, err)
+		}
+		cl, err := cluster.New(spec.Workers, spec.Profile, cfg.Engine)
+		if err != nil {
+			return nil, fmt.Errorf("sim: backend %q: %w", spec.Name, err)
+		}
+		s.backends = append(s.backends, &backendState{spec: spec, gw: gw, cl: cl,
+			workerGen: make([]uint64, spec.Workers), workerAt: make([]time.Duration, spec.Workers),
+			workerPending: make([]bool, spec.Workers)})
+		pbs[i] = policy.Backend{Name: spec.Name, Key: policy.KeyOf(spec.Name)}
+		rbs[i] = router.Backend{Name: spec.Name, Capacity: gw.Capacity()}
+	}
+	s.byRegion = make([][]int, len(cfg.Regions))
+	for ri, region := range cfg.Regions {
+		for range region.Routers {
+			idx := len(s.routers)
+			pol, err := reg.New(cfg.Policy, cfg.Params, pbs, rand.New(rand.NewPCG(cfg.Seed, 1000+uint64(idx))))
+			if err != nil {
+				return nil, fmt.Errorf("sim: %w", err)
+			}
+			r, err := router.New(idx, pol, rbs)
+			if err != nil {
+				return nil, fmt.Errorf("sim: %w", err)
+			}
+			s.routers = append(s.routers, &routerState{r: r, region: ri})
+			s.byRegion[ri] = append(s.byRegion[ri], idx)
+		}
+		if region.Routers > 0 {
+			s.regions = append(s.regions, ri)
+		}
+	}
+	for b := range s.backends {
+		s.markStats(b)
+	}
+	s.q.push(event{at: s.arrivals.Next(0), kind: evSessionArrive})
+	return s, nil
+}
+
+func (s *simulation) loop(ctx context.Context) error {
+	for s.q.len() > 0 {
+		e := s.q.pop()
+		if e.at >= s.end {
+			break
+		}
+		s.now = e.at
+		s.events++
+		if s.events&0xffff == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("sim: stopped at %v of %v: %w", s.now, s.end, err)
+			}
+		}
+		if err := s.handle(&e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *simulation) handle(e *event) error {
+	switch e.kind {
+	case evSessionArrive:
+		s.sessionArrive()
+	case evTurnStart:
+		if ss := s.sessions[e.id]; ss != nil {
+			s.startTurn(ss)
+		}
+	case evAttemptStart:
+		if ss := s.sessions[e.id]; ss != nil {
+			s.sendAttempt(ss)
+		}
+	case evRouterArrive:
+		if a := s.attempts[e.id]; a != nil && a.done {
+			delete(s.attempts, a.id) // timed out on the way
+		} else if a != nil {
+			rs := s.routers[a.router]
+			d := rs.r.Route(s.now, a.id, a.sess.id)
+			s.apply(a, d)
+			s.scheduleRouterTimer(a.router)
+		}
+	case evRouterTimer:
+		rs := s.routers[e.a]
+		if e.id != rs.timerGen {
+			return nil
+		}
+		rs.timerScheduled = false
+		s.outcomes = rs.r.OnTimer(s.now, s.outcomes[:0])
+		s.applyOutcomes()
+		s.scheduleRouterTimer(int(e.a))
+	case evGatewayArrive:
+		s.gatewayArrive(e.id)
+	case evWorker:
+		return s.workerStep(int(e.a), int(e.b), e.id)
+	case evStatsEmit:
+		s.statsEmit(int(e.a), e.id)
+	case evStatsDeliver:
+		for _, ri := range s.byRegion[e.a] {
+			s.outcomes = s.routers[ri].r.OnStats(s.now, e.stats, s.outcomes[:0])
+			s.applyOutcomes()
+			s.scheduleRouterTimer(ri)
+		}
+	case evClientFirstToken:
+		if a := s.attempts[e.id]; a != nil && !a.done {
+			a.sess.turn.FirstToken(s.now)
+		}
+	case evClientDone:
+		if a := s.attempts[e.id]; a != nil && !a.done {
+			a.done = true
+			a.sess.turn.Complete(s.now, a.backend, a.cached, a.output)
+			s.endAttempt(a)
+			s.endTurn(a.sess)
+		}
+	case evClientError:
+		if a := s.attempts[e.id]; a != nil && !a.done {
+			s.failAttempt(a, client.Failure(e.b))
+		}
+	case evAttemptTimeout:
+		if a := s.attempts[e.id]; a != nil && !a.done {
+			s.cancelAttempt(a)
+			s.failAttempt(a, client.TimedOut)
+		}
+	default:
+		return fmt.Errorf("sim: unknown event kind %d", e.kind)
+	}
+	return nil
+}
+
+func (s *simulation) sessionArrive() {
+	s.nextSess++
+	region := s.regions[s.rng.IntN(len(s.regions))]
+	rs := s.byRegion[region]
+	ss := &session{id: s.nextSess, ws: s.cfg.Workload.NewSession(s.cfg.Seed, s.nextSess), region: region,
+		router: rs[s.rng.IntN(len(rs))]}
+	s.sessions[ss.id] = ss
+	s.q.push(event{at: s.arrivals.Next(s.now), kind: evSessionArrive})
+	s.startTurn(ss)
+}
+
+func (s *simulation) startTurn(ss *session) {
+	t, ok := ss.ws.Next()
+	if !ok {
+		delete(s.sessions, ss.id)
+		return
+	}
+	ss.prompt = t
+	ss.turn = s.cfg.Client.NewTurn(s.now, metrics.TurnRecord{Session: ss.id, Turn: t.Index, Region: ss.region,
+		Router: ss.router, PromptTokens: t.PromptTokens})
+	s.coll.TurnStarted(s.now)
+	s.sendAttempt(ss)
+}
+
+func (s *simulation) sendAttempt(ss *session) {
+	s.nextID++
+	a := &attempt{id: s.nextID, sess: ss, router: ss.router, backend: -1}
+	s.attempts[a.id] = a
+	deadline := ss.turn.Attempt(s.now)
+	s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evRouterArrive, id: a.id})
+	s.q.push(event{at: deadline, kind: evAttemptTimeout, id: a.id})
+}
+
+// apply carries out a router's decision about attempt a.
+func (s *simulation) apply(a *attempt, d policy.Decision) {
+	switch d.Kind {
+	case policy.Dispatch:
+		a.backend, a.place = d.Backend, toGateway
+		lat := s.cfg.Latency[s.routers[a.router].region][s.backends[d.Backend].spec.Region]
+		s.q.push(event{at: s.now + lat, kind: evGatewayArrive, id: a.id})
+	case policy.Wait:
+		a.place = atRouter
+	default:
+		a.place = responding
+		s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(client.Rejected)})
+	}
+}
+
+func (s *simulation) applyOutcomes() {
+	for _, o := range s.outcomes {
+		if a := s.attempts[o.ID]; a != nil && !a.done {
+			s.apply(a, o.Decision)
+		}
+	}
+}
+
+// back is the latency of a response from backend b to the client of attempt a.
+func (s *simulation) back(a *attempt, b int) time.Duration {
+	return s.cfg.Latency[s.backends[b].spec.Region][s.routers[a.router].region] + s.cfg.ClientLatency
+}
+
+func (s *simulation) gatewayArrive(id uint64) {
+	a := s.attempts[id]
+	if a == nil {
+		return
+	}
+	bs := s.backends[a.backend]
+	d, _ := bs.gw.Offer(s.now, gateway.Request{ID: id, Router: a.router, PromptTokens: a.sess.prompt.PromptTokens})
+	defer s.markStats(a.backend)
+	if a.done { // timed out on the way: the gateway sees it arrive and leave
+		if d != gateway.Reject {
+			_, s.admitted = bs.gw.Cancel(s.now, id, s.admitted[:0])
+			s.submitAll(a.backend)
+		}
+		delete(s.attempts, id)
+		return
+	}
+	switch d {
+	case gateway.Admit:
+		a.place = atGateway
+		s.submit(a.backend, a)
+	case gateway.Queue:
+		a.place = atGateway
+	default:
+		a.place = responding
+		s.q.push(event{at: s.now + s.back(a, a.backend), kind: evClientError, id: id, b: int32(client.Rejected)})
+	}
+}
+
+// submit hands an admitted attempt to the engine.
+func (s *simulation) submit(b int, a *attempt) {
+	bs := s.backends[b]
+	w, err := bs.cl.Submit(s.now, engine.Request{ID: a.id, Session: a.sess.id,
+		PromptTokens: a.sess.prompt.PromptTokens, OutputTokens: a.sess.prompt.OutputTokens})
+	if err != nil {
+		// The engine can never hold it: fail the attempt at the gateway.
+		_, s.admitted = bs.gw.Cancel(s.now, a.id, s.admitted[:0])
+		a.place = responding
+		s.q.push(event{at: s.now + s.back(a, b), kind: evClientError, id: a.id, b: int32(client.Errored)})
+		s.submitAll(b)
+		return
+	}
+	s.scheduleWorker(b, w)
+}
+
+// submitAll submits the requests the gateway just admitted from its queue.
+func (s *simulation) submitAll(b int) {
+	for len(s.admitted) > 0 {
+		batch := append([]gateway.Request(nil), s.admitted...)
+		s.admitted = s.admitted[:0]
+		for _, r := range batch {
+			if a := s.attempts[r.ID]; a != nil {
+				s.submit(b, a)
+			} else {
+				_, s.admitted = s.backends[b].gw.Cancel(s.now, r.ID, s.admitted)
+			}
+		}
+	}
+}
+
+func (s *simulation) scheduleWorker(b, w int) {
+	bs := s.backends[b]
+	at, ok := bs.cl.Worker(w).NextEventAt()
+	if !ok || (bs.workerPending[w] && bs.workerAt[w] == at) {
+		return
+	}
+	bs.workerGen[w]++
+	bs.workerAt[w], bs.workerPending[w] = at, true
+	s.q.push(event{at: at, kind: evWorker, a: int32(b), b: int32(w), id: bs.workerGen[w]})
+}
+
+func (s *simulation) workerStep(b, w int, gen uint64) error {
+	bs := s.backends[b]
+	if gen != bs.workerGen[w] {
+		return nil
+	}
+	bs.workerPending[w] = false
+	s.engineOut = bs.cl.Worker(w).Advance(s.now, s.engineOut[:0])
+	for _, ev := range s.engineOut {
+		a := s.attempts[ev.ID]
+		if a == nil {
+			return fmt.Errorf("sim: engine reported unknown request %d", ev.ID)
+		}
+		switch ev.Kind {
+		case engine.FirstToken:
+			s.q.push(event{at: s.now + s.back(a, b), kind: evClientFirstToken, id: a.id})
+		case engine.Finished:
+			a.cached, a.output, a.place = ev.CachedTokens, ev.OutputTokens, responding
+			s.admitted = bs.gw.Finish(s.now, ev.ID, ev.PromptTokens, s.admitted[:0])
+			s.submitAll(b)
+			s.q.push(event{at: s.now + s.back(a, b), kind: evClientDone, id: a.id})
+			s.markStats(b)
+		}
+	}
+	s.scheduleWorker(b, w)
+	return nil
+}
+
+// cancelAttempt withdraws a timed-out attempt from wherever it is.
+func (s *simulation) cancelAttempt(a *attempt) {
+	switch a.place {
+	case atRouter:
+		s.routers[a.router].r.Cancel(a.id)
+		s.scheduleRouterTimer(a.router)
+	case atGateway:
+		bs := s.backends[a.backend]
+		var wasActive bool
+		wasActive, s.admitted = bs.gw.Cancel(s.now, a.id, s.admitted[:0])
+		if wasActive {
+			for w := range bs.cl.Len() {
+				if bs.cl.Worker(w).Cancel(s.now, a.id) {
+					s.scheduleWorker(a.backend, w)
+					break
+				}
+			}
+		}
+		s.submitAll(a.backend)
+		s.markStats(a.backend)
+	}
+	// toRouter and toGateway: the arrival handlers see a.done and let it go.
+}
+
+func (s *simulation) failAttempt(a *attempt, f client.Failure) {
+	a.done = true
+	ss := a.sess
+	retryAt, retry := ss.turn.Fail(s.now, f, a.backend)
+	s.endAttempt(a)
+	if retry {
+		s.q.push(event{at: retryAt, kind: evAttemptStart, id: ss.id})
+		return
+	}
+	s.coll.Add(ss.turn.Record)
+	delete(s.sessions, ss.id) // a turn that fails after all its attempts ends its session
+}
+
+func (s *simulation) endAttempt(a *attempt) {
+	if a.place == toRouter || a.place == toGateway {
+		return // still referenced by an arrival in flight, which removes nothing
+	}
+	delete(s.attempts, a.id)
+}
+
+func (s *simulation) endTurn(ss *session) {
+	s.coll.Add(ss.turn.Record)
+	s.q.push(event{at: s.now + ss.ws.ThinkTime(), kind: evTurnStart, id: ss.id})
+}
+
+func (s *simulation) markStats(b int) {
+	bs := s.backends[b]
+	at := max(bs.gw.NextStatsAt(), s.now)
+	if bs.statsScheduled && bs.statsAt <= at {
+		return
+	}
+	bs.statsGen++
+	bs.statsAt, bs.statsScheduled = at, true
+	s.q.push(event{at: at, kind: evStatsEmit, a: int32(b), id: bs.statsGen})
+}
+
+func (s *simulation) statsEmit(b int, gen uint64) {
+	bs := s.backends[b]
+	if gen != bs.statsGen {
+		return
+	}
+	bs.statsScheduled = false
+	st := bs.gw.TakeStats(s.now)
+	for _, region := range s.regions {
+		s.q.push(event{at: s.now + s.cfg.Latency[bs.spec.Region][region], kind: evStatsDeliver, a: int32(region), stats: st})
+	}
+	s.markStats(b)
+}
+
+func (s *simulation) scheduleRouterTimer(ri int) {
+	rs := s.routers[ri]
+	at, ok := rs.r.NextTimer()
+	if !ok || (rs.timerScheduled && rs.timerAt <= at) {
+		return
+	}
+	rs.timerGen++
+	rs.timerAt, rs.timerScheduled = at, true
+	s.q.push(event{at: at, kind: evRouterTimer, a: int32(ri), id: rs.timerGen})
+}
+
+func (s *simulation) result() *Result {
+	res := &Result{Summary: s.coll.Summary(), Events: s.events}
+	per := s.coll.PerBackend(len(s.backends))
+	for b, bs := range s.backends {
+		var busy time.Duration
+		var preempt int64
+		for w := range bs.cl.Len() {
+			t := bs.cl.Worker(w).Totals()
+			busy += t.BusyTime
+			preempt += t.Preemptions
+		}
+		st := bs.gw.TakeStats(s.end)
+		res.Backends = append(res.Backends, BackendResult{
+			Name: bs.spec.Name, Region: s.cfg.Regions[bs.spec.Region].Name, Workers: bs.spec.Workers,
+			BackendSummary: per[b],
+			BusyPct:        100 * busy.Seconds() / (s.end.Seconds() * float64(bs.spec.Workers)),
+			Preemptions:    preempt, GatewayRejected: st.Rejected, GatewayCompleted: st.Completed,
+		})
+	}
+	if s.cfg.KeepRecords {
+		res.Records = s.coll.Records()
+	}
+	return res
+}
