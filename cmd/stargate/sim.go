@@ -1,0 +1,198 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/metrics"
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/study"
+)
+
+func newSimCmd() *cobra.Command {
+	var (
+		fleets, policies, rates, seeds string
+		engineName, format, out        string
+		warmup, measure                time.Duration
+		parallel                       int
+	)
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Simulate fleets x policies x rates x seeds and print their metrics",
+		Long: `Simulate every combination of the given fleets, policies, rates and seeds,
+in parallel on all cores, and print one row (or JSON object) per run.
+
+Fleets are built-in (hetero, homo) or fleet files (see examples/).`,
+		Example: `  stargate sim --fleet hetero --policy waw,pulsar-waw --rps 450
+  stargate sim --fleet examples/homo.yaml --rps 450,550 --seed 1,2,3 --format json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg := policy.NewRegistry()
+			var specs []study.RunSpec
+			rpsList, err := parseFloats("--rps", rates)
+			if err != nil {
+				return err
+			}
+			seedList, err := parseSeeds(seeds)
+			if err != nil {
+				return err
+			}
+			if format != "table" && format != "json" && format != "csv" {
+				return usagef("--format %q: want table, json or csv", format)
+			}
+			for _, fl := range splitList(fleets) {
+				fleet, err := config.Load(fl)
+				if err != nil {
+					return usageError{err}
+				}
+				for _, pol := range splitList(policies) {
+					if !reg.Has(pol) {
+						return usagef("unknown policy %q (known: %s)", pol, strings.Join(reg.Names(), ", "))
+					}
+					for _, rps := range rpsList {
+						for _, seed := range seedList {
+							specs = append(specs, study.RunSpec{FleetName: fleet.Name, Fleet: fleet, Policy: pol, RPS: rps,
+								Seed: seed, Engine: engineName, Warmup: warmup, Measure: measure, KeepRecords: out != ""})
+						}
+					}
+				}
+			}
+			if len(specs) == 0 {
+				return usagef("nothing to run: give at least one fleet and policy")
+			}
+			// Validate every configuration before any run starts.
+			for _, s := range specs {
+				if _, err := s.Fleet.SimConfig(config.Run{Policy: s.Policy, RPS: s.RPS, Seed: s.Seed, Warmup: s.Warmup,
+					Measure: s.Measure, Engine: s.Engine}, reg); err != nil {
+					return usageError{err}
+				}
+			}
+			runs, err := study.RunAll(cmd.Context(), specs, reg, parallel, newProgress(cmd.ErrOrStderr(), "simulating"))
+			if err != nil {
+				return err
+			}
+			res := &study.Results{Study: "sim", Runs: runs}
+			if out != "" {
+				if err := writeSimFiles(out, specs, res); err != nil {
+					return err
+				}
+			}
+			w := cmd.OutOrStdout()
+			switch format {
+			case "json":
+				return res.WriteJSON(w)
+			case "csv":
+				return study.RunsTable(runs).WriteCSV(w)
+			}
+			return study.RunsTable(runs).WriteText(w)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&fleets, "fleet", "hetero", "fleets: built-in names (hetero, homo) or fleet files, comma separated")
+	f.StringVar(&policies, "policy", "pulsar-waw", "placement policies, comma separated (round-robin, random, least-request, power-of-two, waw, pulsar-waw, pulsar-waw-tps)")
+	f.StringVar(&rates, "rps", "450", "nominal request rates in req/s, comma separated")
+	f.StringVar(&seeds, "seed", "1", "random seeds, comma separated")
+	f.StringVar(&engineName, "engine", "", "engine profile for every backend: half, full or a profile of the fleet file (default: the fleet's)")
+	f.DurationVar(&warmup, "warmup", 240*time.Second, "warm-up before the measured window")
+	f.DurationVar(&measure, "measure", 240*time.Second, "length of the measured window")
+	f.StringVar(&format, "format", "table", "output format: table, json or csv")
+	f.StringVar(&out, "out", "", "directory for results.json, table.txt and one NDJSON file of turn records per run")
+	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
+	return cmd
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseFloats(flag, s string) ([]float64, error) {
+	var out []float64
+	for _, p := range splitList(s) {
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(v > 0) || v > 1e6 {
+			return nil, usagef("%s %q: want positive numbers up to 1e6, comma separated", flag, p)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, usagef("%s is empty", flag)
+	}
+	return out, nil
+}
+
+func parseSeeds(s string) ([]uint64, error) {
+	var out []uint64
+	for _, p := range splitList(s) {
+		v, err := strconv.ParseUint(p, 10, 64)
+		if err != nil {
+			return nil, usagef("--seed %q: want non-negative integers, comma separated", p)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, usagef("--seed is empty")
+	}
+	return out, nil
+}
+
+func writeSimFiles(dir string, specs []study.RunSpec, res *study.Results) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	for i, run := range res.Runs {
+		name := filepath.Join(dir, "records-"+sanitize(specs[i].Label())+".ndjson")
+		f, err := os.Create(name)
+		if err != nil {
+			return err
+		}
+		if err := metrics.WriteNDJSON(f, run.Records); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	jf, err := os.Create(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	if err := res.WriteJSON(jf); err != nil {
+		jf.Close()
+		return err
+	}
+	if err := jf.Close(); err != nil {
+		return err
+	}
+	tf, err := os.Create(filepath.Join(dir, "table.txt"))
+	if err != nil {
+		return err
+	}
+	if err := study.RunsTable(res.Runs).WriteText(tf); err != nil {
+		tf.Close()
+		return err
+	}
+	return tf.Close()
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == ' ' {
+			return '_'
+		}
+		return r
+	}, s)
+}

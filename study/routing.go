@@ -1,0 +1,339 @@
+package study
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/report"
+)
+
+// RoutingOptions choose how much of the routing study to run.
+type RoutingOptions struct {
+	// Quick runs one seed at one rate per fleet with 150 s of warm-up (sessions
+	// last about 170 s, so less would measure a fleet still filling up) and 60 s
+	// measured.
+	Quick    bool
+	Parallel int
+	Progress Progress
+}
+
+// RoutingPolicies are the policies of the routing study, in report order.
+var RoutingPolicies = []string{"pulsar-waw", "waw", "pulsar-waw-tps", "least-request", "power-of-two", "round-robin", "random"}
+
+// RoutingSpecs expands the routing study into runs.
+func RoutingSpecs(opts RoutingOptions) ([]RunSpec, error) {
+	rates := map[string][]float64{"hetero": {350, 450}, "homo": {450, 550}}
+	seeds := []uint64{1, 2, 3}
+	warmup, measure := 240*time.Second, 240*time.Second
+	if opts.Quick {
+		rates = map[string][]float64{"hetero": {450}, "homo": {450}}
+		seeds = []uint64{1}
+		warmup, measure = 150*time.Second, 60*time.Second
+	}
+	var specs []RunSpec
+	for _, name := range []string{"hetero", "homo"} {
+		fleet, ok := config.Preset(name)
+		if !ok {
+			return nil, fmt.Errorf("study: no preset fleet %q", name)
+		}
+		for _, rps := range rates[name] {
+			for _, pol := range RoutingPolicies {
+				for _, seed := range seeds {
+					specs = append(specs, RunSpec{FleetName: name, Fleet: fleet, Policy: pol, RPS: rps, Seed: seed,
+						Warmup: warmup, Measure: measure})
+				}
+			}
+		}
+	}
+	return specs, nil
+}
+
+// Routing runs the routing study.
+func Routing(ctx context.Context, reg *policy.Registry, opts RoutingOptions) (*Results, error) {
+	specs, err := RoutingSpecs(opts)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := RunAll(ctx, specs, reg, opts.Parallel, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	return &Results{Study: "routing", Quick: opts.Quick, Runs: runs, fleets: fleetsOf(specs)}, nil
+}
+
+func fleetsOf(specs []RunSpec) map[string]*config.Fleet {
+	m := map[string]*config.Fleet{}
+	for _, s := range specs {
+		m[s.FleetName] = s.Fleet
+	}
+	return m
+}
+
+// Results are a study's runs and what they add up to.
+type Results struct {
+	Study  string      `json:"study"`
+	Quick  bool        `json:"quick,omitempty"`
+	Runs   []RunResult `json:"runs"`
+	fleets map[string]*config.Fleet
+}
+
+// Cell aggregates the seeds of one fleet, rate and policy.
+type Cell struct {
+	Fleet, Policy                string
+	RPS                          float64
+	Seeds                        int
+	Offered                      float64
+	Goodput, GoodputLo, GoodputHi float64
+	SLO, Reuse, P50, P99         float64
+	Turns, Failures, Rejections  int
+}
+
+// Cells averages runs over seeds, in run order.
+func (r *Results) Cells() []Cell {
+	var cells []Cell
+	index := map[string]int{}
+	for _, run := range r.Runs {
+		key := run.Fleet + "\x00" + run.Policy + "\x00" + strconv.FormatFloat(run.RPS, 'g', -1, 64)
+		i, ok := index[key]
+		if !ok {
+			i = len(cells)
+			index[key] = i
+			cells = append(cells, Cell{Fleet: run.Fleet, Policy: run.Policy, RPS: run.RPS,
+				GoodputLo: run.GoodputRPS, GoodputHi: run.GoodputRPS})
+		}
+		c := &cells[i]
+		c.Seeds++
+		c.Offered += run.OfferedRPS
+		c.Goodput += run.GoodputRPS
+		c.GoodputLo, c.GoodputHi = min(c.GoodputLo, run.GoodputRPS), max(c.GoodputHi, run.GoodputRPS)
+		c.SLO += run.SLOPct
+		c.Reuse += run.ReusePct
+		c.P50 += run.TTFTP50S
+		c.P99 += run.TTFTP99S
+		c.Turns += run.Turns
+		c.Failures += run.Failures
+		c.Rejections += run.Rejections
+	}
+	for i := range cells {
+		c := &cells[i]
+		n := float64(c.Seeds)
+		c.Offered, c.Goodput, c.SLO, c.Reuse, c.P50, c.P99 = c.Offered/n, c.Goodput/n, c.SLO/n, c.Reuse/n, c.P50/n, c.P99/n
+	}
+	return cells
+}
+
+// Table is the study's summary table, means over seeds.
+func (r *Results) Table() report.Table {
+	t := report.Table{Title: fmt.Sprintf("%s study (means over seeds; goodput range over seeds)", r.Study),
+		Headers: []string{"fleet", "rps", "policy", "seeds", "offered", "goodput", "range", "slo%", "reuse%", "p50 s", "p99 s", "turns", "failures", "rejections"}}
+	for _, c := range r.Cells() {
+		t.Rows = append(t.Rows, []string{c.Fleet, f0(c.RPS), c.Policy, strconv.Itoa(c.Seeds), f1(c.Offered), f1(c.Goodput),
+			f1(c.GoodputLo) + "-" + f1(c.GoodputHi), f1(c.SLO), f1(c.Reuse), f2(c.P50), f2(c.P99),
+			strconv.Itoa(c.Turns), strconv.Itoa(c.Failures), strconv.Itoa(c.Rejections)})
+	}
+	return t
+}
+
+// RunsTable has one row per run.
+func RunsTable(runs []RunResult) report.Table {
+	t := report.Table{Headers: []string{"fleet", "policy", "rps", "seed", "engine", "offered", "goodput", "slo%", "reuse%",
+		"p50 s", "p99 s", "turns", "failures", "rejections", "wall s"}}
+	for _, r := range runs {
+		t.Rows = append(t.Rows, []string{r.Fleet, r.Policy, f0(r.RPS), strconv.FormatUint(r.Seed, 10), r.Engine,
+			f1(r.OfferedRPS), f1(r.GoodputRPS), f1(r.SLOPct), f1(r.ReusePct), f2(r.TTFTP50S), f2(r.TTFTP99S),
+			strconv.Itoa(r.Turns), strconv.Itoa(r.Failures), strconv.Itoa(r.Rejections), f2(r.WallS)})
+	}
+	return t
+}
+
+func f0(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// WriteJSON writes the results as one JSON object.
+func (r *Results) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Findings compares pulsar-waw with waw in every fleet and rate, in words.
+func (r *Results) Findings() []string {
+	cells := r.Cells()
+	find := func(fleet, pol string, rps float64) *Cell {
+		for i := range cells {
+			if cells[i].Fleet == fleet && cells[i].Policy == pol && cells[i].RPS == rps {
+				return &cells[i]
+			}
+		}
+		return nil
+	}
+	var out []string
+	for _, c := range cells {
+		if c.Policy != "pulsar-waw" {
+			continue
+		}
+		w := find(c.Fleet, "waw", c.RPS)
+		if w == nil || w.Goodput == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s at %s req/s: pulsar-waw goodput %.1f vs waw %.1f req/s (%+.1f%%); SLO %.1f%% vs %.1f%%; reuse %.1f%% vs %.1f%%; TTFT p99 %.2f s vs %.2f s.",
+			c.Fleet, f0(c.RPS), c.Goodput, w.Goodput, 100*(c.Goodput/w.Goodput-1), c.SLO, w.SLO, c.Reuse, w.Reuse, c.P99, w.P99))
+	}
+	return out
+}
+
+// WriteHTML writes a self-contained report with charts.
+func (r *Results) WriteHTML(w io.Writer) error {
+	p := report.NewPage(fmt.Sprintf("Stargate %s study", r.Study))
+	p.Paragraph("Simulated with the same cores the live services run. Goodput is good turns (completed with TTFT within the SLO) per second of the measured window; bars show the mean over seeds and whiskers the range.")
+	if r.Quick {
+		p.Paragraph("Quick run: one seed, one rate per fleet, 150 s warm-up and 60 s measured. Figures are indicative only.")
+	}
+	p.Heading("Findings")
+	for _, f := range r.Findings() {
+		p.Paragraph(f)
+	}
+	cells := r.Cells()
+	for _, fleet := range r.fleetNames() {
+		p.Heading("Fleet " + fleet)
+		p.Chart(goodputChart(fleet, cells).SVG())
+		p.Chart(r.backendChart(fleet).SVG())
+	}
+	p.Heading("All cells")
+	p.Table(r.Table())
+	return p.Write(w)
+}
+
+func (r *Results) fleetNames() []string {
+	var names []string
+	for _, run := range r.Runs {
+		if !slices.Contains(names, run.Fleet) {
+			names = append(names, run.Fleet)
+		}
+	}
+	return names
+}
+
+func goodputChart(fleet string, cells []Cell) report.BarChart {
+	ch := report.BarChart{Title: "Goodput by policy and offered rate, " + fleet, XLabel: "nominal rate (req/s)", YLabel: "goodput (req/s)"}
+	var rates []float64
+	var pols []string
+	for _, c := range cells {
+		if c.Fleet != fleet {
+			continue
+		}
+		if !slices.Contains(rates, c.RPS) {
+			rates = append(rates, c.RPS)
+		}
+		if !slices.Contains(pols, c.Policy) {
+			pols = append(pols, c.Policy)
+		}
+	}
+	slices.Sort(rates)
+	for _, rps := range rates {
+		ch.Categories = append(ch.Categories, f0(rps))
+	}
+	for _, pol := range pols {
+		s := report.BarSeries{Name: pol}
+		for _, rps := range rates {
+			bar := report.Bar{}
+			for _, c := range cells {
+				if c.Fleet == fleet && c.Policy == pol && c.RPS == rps {
+					bar = report.Bar{Value: c.Goodput, Lo: c.GoodputLo, Hi: c.GoodputHi, HasRange: c.Seeds > 1}
+				}
+			}
+			s.Bars = append(s.Bars, bar)
+		}
+		ch.Series = append(ch.Series, s)
+	}
+	return ch
+}
+
+// backendChart plots each backend's TTFT p50 against its GPU count at the
+// fleet's highest rate, averaged over seeds, for the two affinity policies.
+func (r *Results) backendChart(fleet string) report.ScatterChart {
+	top := 0.0
+	for _, run := range r.Runs {
+		if run.Fleet == fleet {
+			top = max(top, run.RPS)
+		}
+	}
+	ch := report.ScatterChart{Title: fmt.Sprintf("Per-backend TTFT p50 against GPUs, %s at %s req/s", fleet, f0(top)),
+		XLabel: "GPUs in the backend", YLabel: "TTFT p50 (s)", LogY: true}
+	for _, pol := range []string{"pulsar-waw", "waw", "least-request"} {
+		type acc struct {
+			gpus      int
+			sum       float64
+			n         int
+			completed int
+		}
+		var accs []acc
+		for _, run := range r.Runs {
+			if run.Fleet != fleet || run.Policy != pol || run.RPS != top {
+				continue
+			}
+			if accs == nil {
+				accs = make([]acc, len(run.Backends))
+			}
+			for i, b := range run.Backends {
+				accs[i].gpus = b.Workers
+				if b.Completed > 0 {
+					accs[i].sum += b.TTFTP50S
+					accs[i].n++
+				}
+			}
+		}
+		if accs == nil {
+			continue
+		}
+		s := report.ScatterSeries{Name: pol}
+		for _, a := range accs {
+			if a.n > 0 {
+				s.Points = append(s.Points, report.Point{X: float64(a.gpus), Y: a.sum / float64(a.n)})
+			}
+		}
+		slices.SortStableFunc(s.Points, func(a, b report.Point) int { return cmp.Compare(a.X, b.X) })
+		ch.Series = append(ch.Series, s)
+	}
+	return ch
+}
+
+// WriteFiles writes results.json, report.html and table.txt into dir.
+func (r *Results) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("study: creating output directory: %w", err)
+	}
+	write := func(name string, fn func(io.Writer) error) error {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return fmt.Errorf("study: %w", err)
+		}
+		if err := fn(f); err != nil {
+			f.Close()
+			return fmt.Errorf("study: writing %s: %w", name, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("study: writing %s: %w", name, err)
+		}
+		return nil
+	}
+	if err := write("results.json", r.WriteJSON); err != nil {
+		return err
+	}
+	if err := write("report.html", r.WriteHTML); err != nil {
+		return err
+	}
+	t := r.Table()
+	return write("table.txt", t.WriteText)
+}

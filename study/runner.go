@@ -1,0 +1,113 @@
+package study
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/metrics"
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/sim"
+)
+
+// RunSpec is one simulation run.
+type RunSpec struct {
+	FleetName   string
+	Fleet       *config.Fleet
+	Policy      string
+	RPS         float64
+	Seed        uint64
+	Engine      string // engine profile name; empty keeps the fleet's
+	Warmup      time.Duration
+	Measure     time.Duration
+	KeepRecords bool
+}
+
+// RunResult is what one run measured, in the shape of the JSON output.
+type RunResult struct {
+	Fleet  string  `json:"fleet"`
+	Policy string  `json:"policy"`
+	RPS    float64 `json:"rps"`
+	Seed   uint64  `json:"seed"`
+	Engine string  `json:"engine"`
+	metrics.Summary
+	Events   uint64              `json:"events"`
+	WallS    float64             `json:"wall_s"`
+	Backends []sim.BackendResult `json:"backends"`
+	// Records holds the measured turns when the spec asked to keep them.
+	Records []metrics.TurnRecord `json:"-"`
+}
+
+// Progress hears about finished runs.
+type Progress interface {
+	Done(finished, total int)
+}
+
+// RunAll runs every spec, at most parallel at a time (0: one per CPU), and
+// returns the results in the specs' order. The first error stops the rest.
+func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel int, progress Progress) ([]RunResult, error) {
+	if parallel <= 0 {
+		parallel = runtime.GOMAXPROCS(0)
+	}
+	cfgs := make([]sim.Config, len(specs))
+	for i, s := range specs {
+		cfg, err := s.Fleet.SimConfig(config.Run{Policy: s.Policy, RPS: s.RPS, Seed: s.Seed,
+			Warmup: s.Warmup, Measure: s.Measure, Engine: s.Engine}, reg)
+		if err != nil {
+			return nil, err
+		}
+		cfg.KeepRecords = s.KeepRecords
+		cfgs[i] = cfg
+	}
+	results := make([]RunResult, len(specs))
+	done := make(chan struct{}, len(specs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	for i := range specs {
+		g.Go(func() error {
+			start := time.Now()
+			res, err := sim.Run(gctx, cfgs[i], reg)
+			if err != nil {
+				return fmt.Errorf("run %s: %w", specs[i].Label(), err)
+			}
+			s := specs[i]
+			results[i] = RunResult{Fleet: s.FleetName, Policy: s.Policy, RPS: s.RPS, Seed: s.Seed,
+				Engine: cfgs[i].Backends[0].Profile.Name, Summary: res.Summary, Events: res.Events,
+				WallS: time.Since(start).Seconds(), Backends: res.Backends, Records: res.Records}
+			done <- struct{}{}
+			return nil
+		})
+	}
+	finished := make(chan error, 1)
+	go func() { finished <- g.Wait() }()
+	n := 0
+	for {
+		select {
+		case <-done:
+			n++
+			if progress != nil {
+				progress.Done(n, len(specs))
+			}
+		case err := <-finished:
+			if err != nil {
+				return nil, err
+			}
+			for ; n < len(specs); n++ {
+				<-done
+				if progress != nil {
+					progress.Done(n+1, len(specs))
+				}
+			}
+			return results, nil
+		}
+	}
+}
+
+// Label names a run in messages and file names.
+func (s RunSpec) Label() string {
+	return fmt.Sprintf("%s-%s-%g-seed%d", s.FleetName, s.Policy, s.RPS, s.Seed)
+}
