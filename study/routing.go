@@ -89,13 +89,13 @@ type Results struct {
 
 // Cell aggregates the seeds of one fleet, rate and policy.
 type Cell struct {
-	Fleet, Policy                string
-	RPS                          float64
-	Seeds                        int
-	Offered                      float64
+	Fleet, Policy                 string
+	RPS                           float64
+	Seeds                         int
+	Offered                       float64
 	Goodput, GoodputLo, GoodputHi float64
-	SLO, Reuse, P50, P99         float64
-	Turns, Failures, Rejections  int
+	SLO, Reuse, P50, P99          float64
+	Turns, Failures, Rejections   int
 }
 
 // Cells averages runs over seeds, in run order.
