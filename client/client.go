@@ -49,10 +49,12 @@ type Turn struct {
 	done   bool
 }
 
-// NewTurn starts a turn at now; call Attempt to send its first attempt.
-func (c *Config) NewTurn(now time.Duration, rec metrics.TurnRecord) *Turn {
+// NewTurn starts a turn at now; call Attempt to send its first attempt. A
+// Turn is a value so that a caller can keep one per session without
+// allocating; it must not be copied once in use.
+func (c *Config) NewTurn(now time.Duration, rec metrics.TurnRecord) Turn {
 	rec.Start, rec.Backend = now, -1
-	return &Turn{cfg: c, Record: rec}
+	return Turn{cfg: c, Record: rec}
 }
 
 // Done reports whether the turn has ended.

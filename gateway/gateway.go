@@ -311,11 +311,25 @@ func (g *Gateway) TakeStats(now time.Duration) *Stats {
 	g.lastSent = now
 	g.everSent = true
 	rate, _ := g.tps.rate(now)
-	return &Stats{
-		Backend: g.backend, Seq: g.seq, At: now, Capacity: g.capacity,
-		Active: len(g.active), Waiting: len(g.waiting),
-		InputTPS: rate, MaxInputTPS: g.decayedPeak(now),
-		Received:  append([]uint64(nil), g.received...),
-		Completed: g.completed, Rejected: g.rejected, Cancelled: g.cancelled,
+	var st *Stats
+	if len(g.received) <= smallReceived {
+		// One allocation for the message and its counts: gateways send many.
+		sm := &statsSmall{}
+		st = &sm.Stats
+		st.Received = sm.buf[:len(g.received)]
+	} else {
+		st = &Stats{Received: make([]uint64, len(g.received))}
 	}
+	copy(st.Received, g.received)
+	st.Backend, st.Seq, st.At, st.Capacity = g.backend, g.seq, now, g.capacity
+	st.Active, st.Waiting, st.InputTPS, st.MaxInputTPS = len(g.active), len(g.waiting), rate, g.decayedPeak(now)
+	st.Completed, st.Rejected, st.Cancelled = g.completed, g.rejected, g.cancelled
+	return st
+}
+
+const smallReceived = 16
+
+type statsSmall struct {
+	Stats
+	buf [smallReceived]uint64
 }

@@ -43,9 +43,10 @@ type Collector struct {
 	records  []TurnRecord
 }
 
-// NewCollector measures turns in [from, to) against a TTFT SLO.
-func NewCollector(from, to, slo time.Duration) *Collector {
-	return &Collector{from: from, to: to, slo: slo}
+// NewCollector measures turns in [from, to) against a TTFT SLO. expected is
+// a hint of how many turns will end in the window.
+func NewCollector(from, to, slo time.Duration, expected int) *Collector {
+	return &Collector{from: from, to: to, slo: slo, records: make([]TurnRecord, 0, max(expected, 0))}
 }
 
 func (c *Collector) in(t time.Duration) bool { return t >= c.from && t < c.to }

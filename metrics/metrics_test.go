@@ -12,7 +12,7 @@ import (
 const s = time.Second
 
 func TestSummaryDefinitions(t *testing.T) {
-	c := NewCollector(10*s, 20*s, 2*s)
+	c := NewCollector(10*s, 20*s, 2*s, 0)
 	for _, at := range []time.Duration{5 * s, 10 * s, 12 * s, 19 * s, 20 * s} {
 		c.TurnStarted(at) // 10, 12 and 19 are in the window
 	}

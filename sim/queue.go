@@ -28,8 +28,10 @@ const (
 )
 
 type event struct {
-	at    time.Duration
-	seq   uint64
+	at time.Duration
+	// key orders simultaneous events: kind in the top byte, then the
+	// sequence number of the push.
+	key   uint64
 	kind  eventKind
 	a, b  int32 // backend/worker, router, region, ...
 	id    uint64
@@ -37,29 +39,30 @@ type event struct {
 }
 
 func (e *event) less(o *event) bool {
-	if e.at != o.at {
-		return e.at < o.at
-	}
-	if e.kind != o.kind {
-		return e.kind < o.kind
-	}
-	return e.seq < o.seq
+	return e.at < o.at || (e.at == o.at && e.key < o.key)
 }
 
-// eventQueue is a binary min-heap ordered by (time, kind, sequence number), so
-// the order of simultaneous events is fixed and runs are reproducible.
+// eventQueue is a 4-ary min-heap ordered by (time, kind, sequence number), so
+// the order of simultaneous events is fixed and runs are reproducible. Four
+// children per node halve the depth of a binary heap, and the simulator pops
+// as often as it pushes.
 type eventQueue struct {
 	items []event
 	seq   uint64
 }
 
-func (q *eventQueue) push(e event) {
+// stamp gives e its place among simultaneous events.
+func (q *eventQueue) stamp(e *event) {
 	q.seq++
-	e.seq = q.seq
+	e.key = uint64(e.kind)<<56 | q.seq
+}
+
+func (q *eventQueue) push(e event) {
+	q.stamp(&e)
 	q.items = append(q.items, e)
 	i := len(q.items) - 1
 	for i > 0 {
-		p := (i - 1) / 2
+		p := (i - 1) / 4
 		if !q.items[i].less(&q.items[p]) {
 			break
 		}
@@ -74,15 +77,18 @@ func (q *eventQueue) pop() event {
 	q.items[0] = q.items[last]
 	q.items[last] = event{}
 	q.items = q.items[:last]
+	n := len(q.items)
 	i := 0
 	for {
-		l := 2*i + 1
-		if l >= len(q.items) {
+		c := 4*i + 1
+		if c >= n {
 			break
 		}
-		m := l
-		if r := l + 1; r < len(q.items) && q.items[r].less(&q.items[l]) {
-			m = r
+		m := c
+		for k := c + 1; k < c+4 && k < n; k++ {
+			if q.items[k].less(&q.items[m]) {
+				m = k
+			}
 		}
 		if !q.items[m].less(&q.items[i]) {
 			break

@@ -66,7 +66,7 @@ type session struct {
 	ws     *workload.Session
 	region int
 	router int
-	turn   *client.Turn
+	turn   client.Turn
 	prompt workload.Turn
 }
 
@@ -108,6 +108,12 @@ type simulation struct {
 	coll     *metrics.Collector
 	events   uint64
 
+	// timeouts holds attempt deadlines in the order they were set. Every
+	// attempt gets the same timeout, so the deadlines are already sorted and a
+	// FIFO replaces thousands of heap entries that mostly expire unused.
+	timeouts  []event
+	timeoutAt int
+
 	engineOut []engine.Event
 	admitted  []gateway.Request
 	outcomes  []router.Outcome
@@ -133,7 +139,8 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 	s := &simulation{cfg: cfg, end: cfg.Warmup + cfg.Measure,
 		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x5e55)),
 		sessions: make(map[uint64]*session), attempts: make(map[uint64]*attempt),
-		coll: metrics.NewCollector(cfg.Warmup, cfg.Warmup+cfg.Measure, cfg.Client.TTFTSLO)}
+		coll: metrics.NewCollector(cfg.Warmup, cfg.Warmup+cfg.Measure, cfg.Client.TTFTSLO,
+			int(1.05*cfg.RPS*cfg.Measure.Seconds()))}
 	arr, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), s.rng)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
@@ -183,8 +190,8 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 }
 
 func (s *simulation) loop(ctx context.Context) error {
-	for s.q.len() > 0 {
-		e := s.q.pop()
+	for s.q.len() > 0 || s.timeoutAt < len(s.timeouts) {
+		e := s.next()
 		if e.at >= s.end {
 			break
 		}
@@ -200,6 +207,20 @@ func (s *simulation) loop(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// next pops the earliest event of the heap and the timeout FIFO.
+func (s *simulation) next() event {
+	if s.timeoutAt < len(s.timeouts) && (s.q.len() == 0 || s.timeouts[s.timeoutAt].less(&s.q.items[0])) {
+		e := s.timeouts[s.timeoutAt]
+		s.timeoutAt++
+		if s.timeoutAt > 4096 && s.timeoutAt*2 > len(s.timeouts) {
+			s.timeouts = s.timeouts[:copy(s.timeouts, s.timeouts[s.timeoutAt:])]
+			s.timeoutAt = 0
+		}
+		return e
+	}
+	return s.q.pop()
 }
 
 func (s *simulation) handle(e *event) error {
@@ -300,7 +321,9 @@ func (s *simulation) sendAttempt(ss *session) {
 	s.attempts[a.id] = a
 	deadline := ss.turn.Attempt(s.now)
 	s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evRouterArrive, id: a.id})
-	s.q.push(event{at: deadline, kind: evAttemptTimeout, id: a.id})
+	timeout := event{at: deadline, kind: evAttemptTimeout, id: a.id}
+	s.q.stamp(&timeout)
+	s.timeouts = append(s.timeouts, timeout)
 }
 
 // apply carries out a router's decision about attempt a.
