@@ -357,7 +357,7 @@ func checkSVG(t *testing.T, svg string) {
 	root := ""
 	for {
 		tok, err := d.Token()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -33,10 +33,17 @@ type BackendResult struct {
 	Workers int    `json:"workers"`
 	metrics.BackendSummary
 	// BusyPct is the share of the run's worker time spent in steps.
-	BusyPct          float64 `json:"busy_pct"`
-	Preemptions      int64   `json:"preemptions"`
-	GatewayRejected  uint64  `json:"gateway_rejected"`
-	GatewayCompleted uint64  `json:"gateway_completed"`
+	BusyPct     float64 `json:"busy_pct"`
+	Preemptions int64   `json:"preemptions"`
+	// Gateway counts over the whole run (warm-up included). Every request a
+	// gateway received is completed, cancelled, rejected, or still active or
+	// waiting at the end.
+	GatewayReceived  uint64 `json:"gateway_received"`
+	GatewayCompleted uint64 `json:"gateway_completed"`
+	GatewayCancelled uint64 `json:"gateway_cancelled"`
+	GatewayRejected  uint64 `json:"gateway_rejected"`
+	GatewayActive    int    `json:"gateway_active"`
+	GatewayWaiting   int    `json:"gateway_waiting"`
 }
 
 // where an attempt is.
@@ -547,11 +554,17 @@ func (s *simulation) result() *Result {
 			preempt += t.Preemptions
 		}
 		st := bs.gw.TakeStats(s.end)
+		var received uint64
+		for _, n := range st.Received {
+			received += n
+		}
 		res.Backends = append(res.Backends, BackendResult{
 			Name: bs.spec.Name, Region: s.cfg.Regions[bs.spec.Region].Name, Workers: bs.spec.Workers,
-			BackendSummary: per[b],
-			BusyPct:        100 * busy.Seconds() / (s.end.Seconds() * float64(bs.spec.Workers)),
-			Preemptions:    preempt, GatewayRejected: st.Rejected, GatewayCompleted: st.Completed,
+			BackendSummary:  per[b],
+			BusyPct:         100 * busy.Seconds() / (s.end.Seconds() * float64(bs.spec.Workers)),
+			Preemptions:     preempt,
+			GatewayReceived: received, GatewayCompleted: st.Completed, GatewayCancelled: st.Cancelled,
+			GatewayRejected: st.Rejected, GatewayActive: st.Active, GatewayWaiting: st.Waiting,
 		})
 	}
 	if s.cfg.KeepRecords {

@@ -273,10 +273,9 @@ func (r *Results) backendChart(fleet string) report.ScatterChart {
 		XLabel: "GPUs in the backend", YLabel: "TTFT p50 (s)", LogY: true}
 	for _, pol := range []string{"pulsar-waw", "waw", "least-request"} {
 		type acc struct {
-			gpus      int
-			sum       float64
-			n         int
-			completed int
+			gpus int
+			sum  float64
+			n    int
 		}
 		var accs []acc
 		for _, run := range r.Runs {
@@ -320,7 +319,7 @@ func (r *Results) WriteFiles(dir string) error {
 			return fmt.Errorf("study: %w", err)
 		}
 		if err := fn(f); err != nil {
-			f.Close()
+			_ = f.Close()
 			return fmt.Errorf("study: writing %s: %w", name, err)
 		}
 		if err := f.Close(); err != nil {

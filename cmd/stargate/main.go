@@ -14,13 +14,21 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// usageError marks errors in what the user asked for; they exit with status 2.
+// usageError marks errors in what the user asked for; they exit with status 2,
+// as do cobra's own errors (unknown command, bad flag).
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// failure marks errors that happened while doing valid work (a run stopped,
+// a file could not be written); they exit with status 1.
+type failure struct{ err error }
+
+func (e failure) Error() string { return e.err.Error() }
+func (e failure) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -38,11 +46,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stderr, "stargate: %v\n", err)
-	var ue usageError
-	if errors.As(err, &ue) {
-		return 2
+	var f failure
+	if errors.As(err, &f) {
+		return 1
 	}
-	return 1
+	return 2
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {

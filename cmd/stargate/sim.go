@@ -76,22 +76,27 @@ Fleets are built-in (hetero, homo) or fleet files (see examples/).`,
 			}
 			runs, err := study.RunAll(cmd.Context(), specs, reg, parallel, newProgress(cmd.ErrOrStderr(), "simulating"))
 			if err != nil {
-				return err
+				return failure{err}
 			}
 			res := &study.Results{Study: "sim", Runs: runs}
 			if out != "" {
 				if err := writeSimFiles(out, specs, res); err != nil {
-					return err
+					return failure{fmt.Errorf("writing %s: %w", out, err)}
 				}
 			}
 			w := cmd.OutOrStdout()
 			switch format {
 			case "json":
-				return res.WriteJSON(w)
+				err = res.WriteJSON(w)
 			case "csv":
-				return study.RunsTable(runs).WriteCSV(w)
+				err = study.RunsTable(runs).WriteCSV(w)
+			default:
+				err = study.RunsTable(runs).WriteText(w)
 			}
-			return study.RunsTable(runs).WriteText(w)
+			if err != nil {
+				return failure{err}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -159,7 +164,7 @@ func writeSimFiles(dir string, specs []study.RunSpec, res *study.Results) error 
 			return err
 		}
 		if err := metrics.WriteNDJSON(f, run.Records); err != nil {
-			f.Close()
+			_ = f.Close()
 			return err
 		}
 		if err := f.Close(); err != nil {
@@ -171,7 +176,7 @@ func writeSimFiles(dir string, specs []study.RunSpec, res *study.Results) error 
 		return err
 	}
 	if err := res.WriteJSON(jf); err != nil {
-		jf.Close()
+		_ = jf.Close()
 		return err
 	}
 	if err := jf.Close(); err != nil {
@@ -182,7 +187,7 @@ func writeSimFiles(dir string, specs []study.RunSpec, res *study.Results) error 
 		return err
 	}
 	if err := study.RunsTable(res.Runs).WriteText(tf); err != nil {
-		tf.Close()
+		_ = tf.Close()
 		return err
 	}
 	return tf.Close()

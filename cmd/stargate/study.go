@@ -44,19 +44,19 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			res, err := study.Routing(cmd.Context(), policy.NewRegistry(),
 				study.RoutingOptions{Quick: quick, Parallel: parallel, Progress: newProgress(cmd.ErrOrStderr(), "routing study")})
 			if err != nil {
-				return err
+				return failure{err}
 			}
 			w := cmd.OutOrStdout()
 			t := res.Table()
 			if err := t.WriteText(w); err != nil {
-				return err
+				return failure{err}
 			}
 			fmt.Fprintln(w)
 			for _, f := range res.Findings() {
 				fmt.Fprintln(w, f)
 			}
 			if err := res.WriteFiles(out); err != nil {
-				return err
+				return failure{err}
 			}
 			fmt.Fprintf(w, "\n%d runs in %.1f s; wrote %s/results.json, %s/report.html and %s/table.txt\n",
 				len(res.Runs), time.Since(start).Seconds(), out, out, out)

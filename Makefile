@@ -1,0 +1,26 @@
+# Everyday commands; .ci/run is what CI runs.
+.PHONY: all fmt lint test bench study quick ci
+
+all: fmt lint test
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+lint:
+	go vet ./...
+	go tool -modfile=tools/go.mod golangci-lint run ./...
+
+test:
+	go test -race ./...
+
+bench:
+	go test -run '^$$' -bench . -benchmem ./...
+
+study:
+	go run ./cmd/stargate study routing
+
+quick:
+	go run ./cmd/stargate study routing --quick
+
+ci:
+	.ci/run

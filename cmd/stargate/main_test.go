@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestBadInputExitsTwo(t *testing.T) {
+	dir := t.TempDir()
+	badFleet := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(badFleet, []byte("regions:\n  - name: a\n    routerz: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown policy", []string{"sim", "--policy", "fastest"}, `unknown policy "fastest"`},
+		{"bad rate", []string{"sim", "--rps", "lots"}, `--rps "lots"`},
+		{"negative rate", []string{"sim", "--rps", "-5"}, `--rps "-5"`},
+		{"bad seed", []string{"sim", "--seed", "x"}, `--seed "x"`},
+		{"bad duration", []string{"sim", "--warmup", "soon"}, "invalid argument"},
+		{"unknown flag", []string{"sim", "--colour"}, "unknown flag"},
+		{"bad format", []string{"sim", "--format", "xml"}, `--format "xml"`},
+		{"missing fleet", []string{"sim", "--fleet", filepath.Join(dir, "nope.yaml")}, "neither a built-in fleet"},
+		{"invalid fleet file", []string{"sim", "--fleet", badFleet}, "routerz"},
+		{"unknown engine", []string{"sim", "--engine", "quarter"}, `unknown profile "quarter"`},
+		{"study without a name", []string{"study"}, "name a study"},
+		{"unknown command", []string{"simulate"}, "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tt.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2 (stderr %q)", code, stderr)
+			}
+			if !strings.Contains(stderr, tt.want) || !strings.HasPrefix(stderr, "stargate: ") {
+				t.Errorf("stderr %q, want a one-message error containing %q", stderr, tt.want)
+			}
+			if strings.Contains(stderr, "goroutine ") || stdout != "" {
+				t.Errorf("unexpected output: stdout %q stderr %q", stdout, stderr)
+			}
+		})
+	}
+	// The invalid fleet file's error points at the line.
+	_, _, stderr := runCLI(t, "sim", "--fleet", badFleet)
+	if !strings.Contains(stderr, "3:") {
+		t.Errorf("fleet error has no line number: %q", stderr)
+	}
+}
+
+// TestSimJSONIsReproducible: the same config and seed give byte-identical
+// JSON apart from the wall time.
+func TestSimJSONIsReproducible(t *testing.T) {
+	args := []string{"sim", "--fleet", "hetero,homo", "--policy", "waw,pulsar-waw", "--rps", "300", "--seed", "1,2",
+		"--warmup", "20s", "--measure", "20s", "--format", "json"}
+	norm := func(s string) string {
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(s), &doc); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, s)
+		}
+		runs := doc["runs"].([]any)
+		if len(runs) != 8 {
+			t.Fatalf("%d runs, want 8", len(runs))
+		}
+		for _, r := range runs {
+			m := r.(map[string]any)
+			for _, k := range []string{"fleet", "policy", "rps", "seed", "engine", "offered_rps", "goodput_rps", "slo_pct",
+				"reuse_pct", "ttft_p50_s", "ttft_p99_s", "turns", "failures", "rejections", "wall_s"} {
+				if _, ok := m[k]; !ok {
+					t.Errorf("run lacks %q", k)
+				}
+			}
+			m["wall_s"] = 0
+		}
+		b, _ := json.Marshal(doc)
+		return string(b)
+	}
+	code1, out1, err1 := runCLI(t, args...)
+	code2, out2, _ := runCLI(t, args...)
+	if code1 != 0 || code2 != 0 {
+		t.Fatalf("exit %d/%d: %s", code1, code2, err1)
+	}
+	if norm(out1) != norm(out2) {
+		t.Error("two runs with the same seeds differ")
+	}
+}
+
+func TestSimWritesRecordsAndCSV(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI(t, "sim", "--fleet", "homo", "--policy", "waw", "--rps", "200", "--warmup", "10s",
+		"--measure", "10s", "--format", "csv", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.HasPrefix(stdout, "fleet,policy,rps,seed") || strings.Count(stdout, "\n") != 2 {
+		t.Errorf("csv output:\n%s", stdout)
+	}
+	for _, name := range []string{"results.json", "table.txt", "records-homo-waw-200-seed1.ndjson"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", name, err)
+		}
+	}
+}
+
+func TestStudyRoutingQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the quick study")
+	}
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI(t, "study", "routing", "--quick", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"pulsar-waw", "waw", "round-robin", "hetero at 450 req/s", "report.html"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(html), "<svg"); n != 4 {
+		t.Errorf("report.html has %d charts, want 4 (two per fleet)", n)
+	}
+	var doc struct {
+		Runs []struct{ Policy string } `json:"runs"`
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil || json.Unmarshal(raw, &doc) != nil || len(doc.Runs) != 14 {
+		t.Errorf("results.json: %v, %d runs, want 14", err, len(doc.Runs))
+	}
+}

@@ -1,0 +1,171 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stargate-llm/stargate/client"
+	"github.com/stargate-llm/stargate/engine"
+	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/workload"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// small is a two-region fleet of three small backends, loaded hard enough
+// that gateways queue and reject.
+func small(pol string, rps float64) Config {
+	p := engine.HalfProfile()
+	p.KVTokens = 200_000
+	wl := workload.DefaultConfig()
+	wl.TurnsMin, wl.TurnsMax = 2, 6
+	return Config{
+		Regions:       []Region{{"east", 2}, {"west", 1}},
+		Latency:       [][]time.Duration{{time.Millisecond, 30 * time.Millisecond}, {30 * time.Millisecond, time.Millisecond}},
+		ClientLatency: time.Millisecond,
+		Backends: []BackendSpec{
+			{Name: "east-big", Region: 0, Workers: 4, Profile: p},
+			{Name: "east-small", Region: 0, Workers: 1, Profile: p},
+			{Name: "west", Region: 1, Workers: 2, Profile: p},
+		},
+		Gateway: gateway.DefaultConfig(), Policy: pol, Params: policy.DefaultParams(),
+		Workload: wl, Client: client.DefaultConfig(),
+		RPS: rps, Seed: 7, Warmup: 20 * time.Second, Measure: 40 * time.Second,
+	}
+}
+
+func run(t *testing.T, cfg Config) *Result {
+	t.Helper()
+	res, err := Run(context.Background(), cfg, policy.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestDeterministic(t *testing.T) {
+	for _, pol := range policy.NewRegistry().Names() {
+		t.Run(pol, func(t *testing.T) {
+			cfg := small(pol, 30)
+			cfg.KeepRecords = true
+			a, _ := json.Marshal(run(t, cfg))
+			b, _ := json.Marshal(run(t, cfg))
+			if !bytes.Equal(a, b) {
+				t.Fatal("same config and seed gave different results")
+			}
+			cfg.Seed++
+			c, _ := json.Marshal(run(t, cfg))
+			if bytes.Equal(a, c) {
+				t.Fatal("a different seed gave the same result")
+			}
+		})
+	}
+}
+
+// TestAccountingCloses: every request a gateway received ends as exactly one
+// of completed, cancelled or rejected, or is still there at the end; every
+// turn that started either ended or is still running.
+func TestAccountingCloses(t *testing.T) {
+	for _, pol := range []string{"waw", "pulsar-waw", "round-robin"} {
+		t.Run(pol, func(t *testing.T) {
+			res := run(t, small(pol, 60))
+			var rejected, cancelled uint64
+			for _, b := range res.Backends {
+				sum := b.GatewayCompleted + b.GatewayCancelled + b.GatewayRejected + uint64(b.GatewayActive+b.GatewayWaiting)
+				if sum != b.GatewayReceived {
+					t.Errorf("%s: received %d, but completed+cancelled+rejected+active+waiting = %d", b.Name, b.GatewayReceived, sum)
+				}
+				rejected += b.GatewayRejected
+				cancelled += b.GatewayCancelled
+			}
+			s := res.Summary
+			if s.Completed+s.Failures != s.Turns || s.Good > s.Completed {
+				t.Errorf("summary does not add up: %+v", s)
+			}
+			if s.Turns == 0 || s.TTFTCounted != s.Completed {
+				t.Errorf("summary counts %d turns, %d TTFTs for %d completed", s.Turns, s.TTFTCounted, s.Completed)
+			}
+			t.Logf("%s: %d turns, %d failures, %d gateway rejections, %d cancellations", pol, s.Turns, s.Failures, rejected, cancelled)
+		})
+	}
+}
+
+func TestOverloadShowsUp(t *testing.T) {
+	light, heavy := run(t, small("least-request", 5)), run(t, small("least-request", 200))
+	if light.Summary.SLOPct < 99 {
+		t.Errorf("light load: SLO %.1f%%, want >= 99%%", light.Summary.SLOPct)
+	}
+	if heavy.Summary.SLOPct > light.Summary.SLOPct-10 || heavy.Summary.Failures == 0 {
+		t.Errorf("heavy load: SLO %.1f%% with %d failures; want clearly worse than light load (%.1f%%)",
+			heavy.Summary.SLOPct, heavy.Summary.Failures, light.Summary.SLOPct)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	res := run(t, small("pulsar-waw", 40))
+	got, err := json.MarshalIndent(struct {
+		Summary  any
+		Backends any
+		Events   uint64
+	}{res.Summary, res.Backends, res.Events}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "small.golden.json")
+	if *update {
+		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./sim -update to create it)", err)
+	}
+	if !bytes.Equal(append(got, '\n'), want) {
+		t.Errorf("result differs from %s (go test ./sim -update rewrites it after a deliberate change):\n%s", path, got)
+	}
+}
+
+func TestValidateRejectsBadConfig(t *testing.T) {
+	reg := policy.NewRegistry()
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"unknown policy", func(c *Config) { c.Policy = "fastest" }},
+		{"no backends", func(c *Config) { c.Backends = nil }},
+		{"latency matrix too small", func(c *Config) { c.Latency = c.Latency[:1] }},
+		{"negative latency", func(c *Config) { c.Latency[0][1] = -time.Millisecond }},
+		{"backend in unknown region", func(c *Config) { c.Backends[0].Region = 9 }},
+		{"duplicate backend", func(c *Config) { c.Backends[1].Name = c.Backends[0].Name }},
+		{"zero workers", func(c *Config) { c.Backends[0].Workers = 0 }},
+		{"zero rate", func(c *Config) { c.RPS = 0 }},
+		{"no routers", func(c *Config) { c.Regions[0].Routers, c.Regions[1].Routers = 0, 0 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := small("waw", 10)
+			tt.mutate(&cfg)
+			if _, err := Run(context.Background(), cfg, reg); err == nil {
+				t.Error("accepted")
+			}
+		})
+	}
+}
+
+func TestCancelledContextStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cfg := small("waw", 200)
+	cfg.Measure = time.Hour
+	if _, err := Run(ctx, cfg, policy.NewRegistry()); err == nil {
+		t.Error("a cancelled run returned no error")
+	}
+}
