@@ -1,10 +1,6 @@
 package sim
 
-import (
-	"time"
-
-	"github.com/stargate-llm/stargate/gateway"
-)
+import "time"
 
 type eventKind uint8
 
@@ -27,15 +23,16 @@ const (
 	evAttemptTimeout
 )
 
+// event holds no pointer, so moving events in the heap needs no GC write
+// barrier and the collector never scans the heap.
 type event struct {
 	at time.Duration
 	// key orders simultaneous events: kind in the top byte, then the
 	// sequence number of the push.
-	key   uint64
-	kind  eventKind
-	a, b  int32 // backend/worker, router, region, ...
-	id    uint64
-	stats *gateway.Stats
+	key  uint64
+	id   uint64 // attempt, session, generation or stats slot
+	a, b int32  // backend/worker, router, region, failure kind
+	kind eventKind
 }
 
 func (e *event) less(o *event) bool {

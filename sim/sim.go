@@ -89,6 +89,11 @@ type backendState struct {
 	statsScheduled bool
 }
 
+type statsSlot struct {
+	st   *gateway.Stats
+	refs int
+}
+
 type routerState struct {
 	r              *router.Router
 	region         int
@@ -120,6 +125,11 @@ type simulation struct {
 	// FIFO replaces thousands of heap entries that mostly expire unused.
 	timeouts  []event
 	timeoutAt int
+
+	// statsSlots hold stats messages in flight; a delivery event names its
+	// slot, which is freed when every region has received the message.
+	statsSlots []statsSlot
+	freeSlots  []uint64
 
 	engineOut []engine.Event
 	admitted  []gateway.Request
@@ -267,10 +277,15 @@ func (s *simulation) handle(e *event) error {
 	case evStatsEmit:
 		s.statsEmit(int(e.a), e.id)
 	case evStatsDeliver:
+		slot := &s.statsSlots[e.id]
 		for _, ri := range s.byRegion[e.a] {
-			s.outcomes = s.routers[ri].r.OnStats(s.now, e.stats, s.outcomes[:0])
+			s.outcomes = s.routers[ri].r.OnStats(s.now, slot.st, s.outcomes[:0])
 			s.applyOutcomes()
 			s.scheduleRouterTimer(ri)
+		}
+		if slot.refs--; slot.refs == 0 {
+			slot.st = nil
+			s.freeSlots = append(s.freeSlots, e.id)
 		}
 	case evClientFirstToken:
 		if a := s.attempts[e.id]; a != nil && !a.done {
@@ -524,9 +539,16 @@ func (s *simulation) statsEmit(b int, gen uint64) {
 		return
 	}
 	bs.statsScheduled = false
-	st := bs.gw.TakeStats(s.now)
+	var slot uint64
+	if n := len(s.freeSlots); n > 0 {
+		slot, s.freeSlots = s.freeSlots[n-1], s.freeSlots[:n-1]
+	} else {
+		slot = uint64(len(s.statsSlots))
+		s.statsSlots = append(s.statsSlots, statsSlot{})
+	}
+	s.statsSlots[slot] = statsSlot{st: bs.gw.TakeStats(s.now), refs: len(s.regions)}
 	for _, region := range s.regions {
-		s.q.push(event{at: s.now + s.cfg.Latency[bs.spec.Region][region], kind: evStatsDeliver, a: int32(region), stats: st})
+		s.q.push(event{at: s.now + s.cfg.Latency[bs.spec.Region][region], kind: evStatsDeliver, a: int32(region), id: slot})
 	}
 	s.markStats(b)
 }
