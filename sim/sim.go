@@ -89,9 +89,14 @@ type backendState struct {
 	statsScheduled bool
 }
 
-type statsSlot struct {
-	st   *gateway.Stats
-	refs int
+type inFlight struct {
+	at time.Duration
+	st *gateway.Stats
+}
+
+type channel struct {
+	q    []inFlight
+	head int
 }
 
 type routerState struct {
@@ -126,10 +131,15 @@ type simulation struct {
 	timeouts  []event
 	timeoutAt int
 
-	// statsSlots hold stats messages in flight; a delivery event names its
-	// slot, which is freed when every region has received the message.
-	statsSlots []statsSlot
-	freeSlots  []uint64
+	// channels[b][region] holds backend b's stats messages on their way to a
+	// region, in arrival order (the latency of a pair is fixed).
+	channels [][]channel
+	// armed[region]: some router of the region has requests waiting, so each
+	// stats arrival there is an event (it may release them). Otherwise the
+	// region's routers read what has arrived when they next place a request:
+	// a message only overwrites the one before it, so reading the latest
+	// arrived message then is the same as having applied each on time.
+	armed []bool
 
 	engineOut []engine.Event
 	admitted  []gateway.Request
@@ -199,7 +209,10 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 			s.regions = append(s.regions, ri)
 		}
 	}
+	s.armed = make([]bool, len(cfg.Regions))
+	s.channels = make([][]channel, len(s.backends))
 	for b := range s.backends {
+		s.channels[b] = make([]channel, len(cfg.Regions))
 		s.markStats(b)
 	}
 	s.q.push(event{at: s.arrivals.Next(0), kind: evSessionArrive})
@@ -257,6 +270,7 @@ func (s *simulation) handle(e *event) error {
 			delete(s.attempts, a.id) // timed out on the way
 		} else if a != nil {
 			rs := s.routers[a.router]
+			s.syncRegion(rs.region)
 			d := rs.r.Route(s.now, a.id, a.sess.id)
 			s.apply(a, d)
 			s.scheduleRouterTimer(a.router)
@@ -267,6 +281,7 @@ func (s *simulation) handle(e *event) error {
 			return nil
 		}
 		rs.timerScheduled = false
+		s.syncRegion(rs.region)
 		s.outcomes = rs.r.OnTimer(s.now, s.outcomes[:0])
 		s.applyOutcomes()
 		s.scheduleRouterTimer(int(e.a))
@@ -277,16 +292,7 @@ func (s *simulation) handle(e *event) error {
 	case evStatsEmit:
 		s.statsEmit(int(e.a), e.id)
 	case evStatsDeliver:
-		slot := &s.statsSlots[e.id]
-		for _, ri := range s.byRegion[e.a] {
-			s.outcomes = s.routers[ri].r.OnStats(s.now, slot.st, s.outcomes[:0])
-			s.applyOutcomes()
-			s.scheduleRouterTimer(ri)
-		}
-		if slot.refs--; slot.refs == 0 {
-			slot.st = nil
-			s.freeSlots = append(s.freeSlots, e.id)
-		}
+		s.deliver(int(e.b), int(e.a))
 	case evClientFirstToken:
 		if a := s.attempts[e.id]; a != nil && !a.done {
 			a.sess.turn.FirstToken(s.now)
@@ -539,22 +545,76 @@ func (s *simulation) statsEmit(b int, gen uint64) {
 		return
 	}
 	bs.statsScheduled = false
-	var slot uint64
-	if n := len(s.freeSlots); n > 0 {
-		slot, s.freeSlots = s.freeSlots[n-1], s.freeSlots[:n-1]
-	} else {
-		slot = uint64(len(s.statsSlots))
-		s.statsSlots = append(s.statsSlots, statsSlot{})
-	}
-	s.statsSlots[slot] = statsSlot{st: bs.gw.TakeStats(s.now), refs: len(s.regions)}
+	st := bs.gw.TakeStats(s.now)
 	for _, region := range s.regions {
-		s.q.push(event{at: s.now + s.cfg.Latency[bs.spec.Region][region], kind: evStatsDeliver, a: int32(region), id: slot})
+		at := s.now + s.cfg.Latency[bs.spec.Region][region]
+		ch := &s.channels[b][region]
+		ch.q = append(ch.q, inFlight{at: at, st: st})
+		if s.armed[region] {
+			s.q.push(event{at: at, kind: evStatsDeliver, a: int32(region), b: int32(b)})
+		}
 	}
 	s.markStats(b)
 }
 
+// deliver hands the routers of a region the latest stats of backend b that
+// have arrived by now, if they have not seen it.
+func (s *simulation) deliver(b, region int) {
+	ch := &s.channels[b][region]
+	var latest *gateway.Stats
+	for ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
+		latest = ch.q[ch.head].st
+		ch.q[ch.head] = inFlight{}
+		ch.head++
+	}
+	if ch.head > 64 && 2*ch.head > len(ch.q) {
+		ch.q = ch.q[:copy(ch.q, ch.q[ch.head:])]
+		ch.head = 0
+	}
+	if latest == nil {
+		return
+	}
+	for _, ri := range s.byRegion[region] {
+		s.outcomes = s.routers[ri].r.OnStats(s.now, latest, s.outcomes[:0])
+		s.applyOutcomes()
+		s.scheduleRouterTimer(ri)
+	}
+}
+
+// syncRegion brings a region's routers up to date before one of them reads
+// its views.
+func (s *simulation) syncRegion(region int) {
+	for b := range s.backends {
+		if ch := &s.channels[b][region]; ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
+			s.deliver(b, region)
+		}
+	}
+}
+
+// updateArmed arms a region whose routers now hold waiting requests: every
+// stats message on its way there gets an arrival event.
+func (s *simulation) updateArmed(region int) {
+	waiting := false
+	for _, ri := range s.byRegion[region] {
+		if s.routers[ri].r.Waiting() > 0 {
+			waiting = true
+			break
+		}
+	}
+	if waiting && !s.armed[region] {
+		for b := range s.backends {
+			ch := &s.channels[b][region]
+			for _, m := range ch.q[ch.head:] {
+				s.q.push(event{at: m.at, kind: evStatsDeliver, a: int32(region), b: int32(b)})
+			}
+		}
+	}
+	s.armed[region] = waiting
+}
+
 func (s *simulation) scheduleRouterTimer(ri int) {
 	rs := s.routers[ri]
+	s.updateArmed(rs.region)
 	at, ok := rs.r.NextTimer()
 	if !ok || (rs.timerScheduled && rs.timerAt <= at) {
 		return
