@@ -142,10 +142,36 @@ func TestStudyRoutingQuick(t *testing.T) {
 		t.Errorf("report.html has %d charts, want 4 (two per fleet)", n)
 	}
 	var doc struct {
-		Runs []struct{ Policy string } `json:"runs"`
+		Runs []struct {
+			Fleet, Policy string
+			Goodput       float64 `json:"goodput_rps"`
+			Reuse         float64 `json:"reuse_pct"`
+			P99           float64 `json:"ttft_p99_s"`
+		} `json:"runs"`
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	if err != nil || json.Unmarshal(raw, &doc) != nil || len(doc.Runs) != 14 {
-		t.Errorf("results.json: %v, %d runs, want 14", err, len(doc.Runs))
+		t.Fatalf("results.json: %v, %d runs, want 14", err, len(doc.Runs))
+	}
+	// The study's shape, even in the short version: on the heterogeneous
+	// fleet pulsar-waw beats waw clearly; on the homogeneous one they tie.
+	get := func(fleet, pol string) (goodput, reuse, p99 float64) {
+		for _, r := range doc.Runs {
+			if r.Fleet == fleet && r.Policy == pol {
+				return r.Goodput, r.Reuse, r.P99
+			}
+		}
+		t.Fatalf("no run for %s %s", fleet, pol)
+		return
+	}
+	pg, pr, pp := get("hetero", "pulsar-waw")
+	wg, wr, wp := get("hetero", "waw")
+	if pg < 1.05*wg || pr <= wr || pp >= wp {
+		t.Errorf("hetero: pulsar-waw goodput %.1f reuse %.1f p99 %.2f vs waw %.1f %.1f %.2f; want pulsar-waw ahead on all three", pg, pr, pp, wg, wr, wp)
+	}
+	pg, _, _ = get("homo", "pulsar-waw")
+	wg, _, _ = get("homo", "waw")
+	if pg < 0.97*wg || pg > 1.03*wg {
+		t.Errorf("homo: pulsar-waw goodput %.1f vs waw %.1f; want within 3%%", pg, wg)
 	}
 }
