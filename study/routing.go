@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/report"
+	"github.com/stargate-llm/stargate/sim"
 )
 
 // RoutingOptions choose how much of the routing study to run.
@@ -209,6 +211,9 @@ func (r *Results) WriteHTML(w io.Writer) error {
 		p.Heading("Fleet " + fleet)
 		p.Chart(goodputChart(fleet, cells).SVG())
 		p.Chart(r.backendChart(fleet).SVG())
+		for _, note := range r.idleBackends(fleet) {
+			p.Paragraph(note)
+		}
 	}
 	p.Heading("All cells")
 	p.Table(r.Table())
@@ -306,6 +311,45 @@ func (r *Results) backendChart(fleet string) report.ScatterChart {
 		ch.Series = append(ch.Series, s)
 	}
 	return ch
+}
+
+// idleBackends names, per policy, the backends that completed no turn in any
+// seed at the fleet's highest rate: the scatter chart cannot show them.
+func (r *Results) idleBackends(fleet string) []string {
+	top := 0.0
+	for _, run := range r.Runs {
+		if run.Fleet == fleet {
+			top = max(top, run.RPS)
+		}
+	}
+	var notes []string
+	for _, pol := range []string{"pulsar-waw", "waw", "least-request"} {
+		var completed []int
+		var backends []sim.BackendResult
+		for _, run := range r.Runs {
+			if run.Fleet != fleet || run.Policy != pol || run.RPS != top {
+				continue
+			}
+			if completed == nil {
+				completed = make([]int, len(run.Backends))
+				backends = run.Backends
+			}
+			for i, b := range run.Backends {
+				completed[i] += b.Completed
+			}
+		}
+		var idle []string
+		for i, n := range completed {
+			if n == 0 {
+				idle = append(idle, fmt.Sprintf("%s (%d GPUs)", backends[i].Name, backends[i].Workers))
+			}
+		}
+		if len(idle) > 0 {
+			notes = append(notes, fmt.Sprintf("Not plotted: under %s at %s req/s these backends completed no turn in the measured window: %s.",
+				pol, f0(top), strings.Join(idle, ", ")))
+		}
+	}
+	return notes
 }
 
 // WriteFiles writes results.json, report.html and table.txt into dir.
