@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -63,13 +65,38 @@ func Parse(name string, data []byte) (*Fleet, error) {
 	}
 	f := defaultFleet()
 	dec := yaml.NewDecoder(bytes.NewReader(data), yaml.DisallowUnknownField())
-	if err := dec.Decode(&f); err != nil {
+	if err := decode(dec, &f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("fleet file %s is empty: it needs at least a regions list", name)
+		}
 		return nil, fmt.Errorf("fleet file %s:\n%s", name, yaml.FormatError(err, false, true))
+	}
+	// A second document would otherwise be ignored without a word.
+	var more any
+	if err := decode(dec, &more); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, fmt.Errorf("fleet file %s:\n%s", name, yaml.FormatError(err, false, true))
+		}
+		return nil, fmt.Errorf("fleet file %s holds more than one YAML document (---); a fleet file is one document", name)
 	}
 	if f.Name == "" {
 		f.Name = strings.TrimSuffix(strings.TrimSuffix(baseName(name), ".yaml"), ".yml")
 	}
 	return &f, nil
+}
+
+// decode is dec.Decode, but turns a panic in the decoder into an error:
+// goccy/go-yaml v1.19.2 panics on some malformed input, e.g. a tag where a
+// list is expected ("regions: !!seq", goccy/go-yaml#735, fixed upstream by
+// #862). The decoder is local to Parse, so nothing is left half-updated that
+// anyone else could see.
+func decode(dec *yaml.Decoder, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the YAML decoder failed on this input (%v); look for a tag (!...) or other unusual syntax", r)
+		}
+	}()
+	return dec.Decode(v)
 }
 
 func baseName(p string) string {
@@ -84,11 +111,18 @@ func Load(nameOrPath string) (*Fleet, error) {
 	if f, ok := Preset(nameOrPath); ok {
 		return f, nil
 	}
-	data, err := os.ReadFile(nameOrPath)
+	file, err := os.Open(nameOrPath)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("fleet %q is neither a built-in fleet (%s) nor a file", nameOrPath, strings.Join(PresetNames(), ", "))
 		}
+		return nil, fmt.Errorf("reading fleet file: %w", err)
+	}
+	defer func() { _ = file.Close() }() // read-only: nothing to lose on close
+	// Read at most one byte past the limit, so that Parse reports an
+	// oversized file without this reading all of it (or forever, from a device).
+	data, err := io.ReadAll(io.LimitReader(file, MaxFileBytes+1))
+	if err != nil {
 		return nil, fmt.Errorf("reading fleet file: %w", err)
 	}
 	return Parse(nameOrPath, data)
@@ -112,7 +146,7 @@ func (f *Fleet) SimConfig(run Run, reg *policy.Registry) (sim.Config, error) {
 		engineName = run.Engine
 	}
 	var errs []error
-	profile := func(name string) engine.Profile {
+	profile := func(what, name string) engine.Profile {
 		if p, ok := f.Profiles[name]; ok {
 			if p.Name == "" {
 				p.Name = name
@@ -121,15 +155,18 @@ func (f *Fleet) SimConfig(run Run, reg *policy.Registry) (sim.Config, error) {
 		}
 		p, err := engine.ProfileByName(name)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%w; profiles in this file: %v", err, mapKeys(f.Profiles)))
+			errs = append(errs, fmt.Errorf("%s: %w; profiles in this file: %v", what, err, mapKeys(f.Profiles)))
 		}
 		return p
 	}
-	def := profile(engineName)
+	def := profile("engine", engineName)
 	cfg := sim.Config{ClientLatency: f.ClientLatency, Gateway: f.Gateway, Policy: run.Policy, Params: f.Policy,
 		Workload: f.Workload, Client: f.Client, RPS: run.RPS, Seed: run.Seed, Warmup: run.Warmup, Measure: run.Measure}
 	index := make(map[string]int, len(f.Regions))
 	for i, r := range f.Regions {
+		if r.Name == "" {
+			errs = append(errs, fmt.Errorf("region %d has no name", i+1))
+		}
 		if _, dup := index[r.Name]; dup {
 			errs = append(errs, fmt.Errorf("region %q listed twice", r.Name))
 		}
@@ -145,22 +182,29 @@ func (f *Fleet) SimConfig(run Run, reg *policy.Registry) (sim.Config, error) {
 				errs = append(errs, fmt.Errorf("region %q: rtt_ms names unknown region %q", r.Name, to))
 				continue
 			}
-			if rtt < 0 {
-				errs = append(errs, fmt.Errorf("region %q: rtt_ms to %q is negative", r.Name, to))
+			// !(rtt >= 0) also catches NaN; converting NaN or an out-of-range
+			// float to a Duration is implementation-defined.
+			oneWay := rtt / 2 * float64(time.Millisecond)
+			if !(rtt >= 0) || oneWay >= math.MaxInt64 {
+				errs = append(errs, fmt.Errorf("region %q: rtt_ms to %q must be a number of milliseconds >= 0 that fits a duration, got %v", r.Name, to, rtt))
+				continue
 			}
-			cfg.Latency[i][j] = time.Duration(rtt / 2 * float64(time.Millisecond))
+			cfg.Latency[i][j] = time.Duration(oneWay)
 		}
-		for _, other := range f.Regions {
+		for _, other := range f.Regions[i+1:] { // each pair once
 			if _, ok := r.RTTms[other.Name]; !ok && other.Name != r.Name {
 				if _, back := other.RTTms[r.Name]; !back {
 					errs = append(errs, fmt.Errorf("region %q: no rtt_ms to %q (give it in either region)", r.Name, other.Name))
 				}
 			}
 		}
-		for _, b := range r.Backends {
+		for k, b := range r.Backends {
+			if b.Name == "" {
+				errs = append(errs, fmt.Errorf("region %q: backend %d has no name", r.Name, k+1))
+			}
 			p := def
 			if b.Profile != "" {
-				p = profile(b.Profile)
+				p = profile(fmt.Sprintf("backend %q", b.Name), b.Profile)
 			}
 			cfg.Backends = append(cfg.Backends, sim.BackendSpec{Name: b.Name, Region: i, Workers: b.GPUs, Profile: p})
 		}

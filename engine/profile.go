@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -57,14 +58,14 @@ func ProfileByName(name string) (Profile, error) {
 // Validate reports what is wrong with a profile.
 func (p Profile) Validate() error {
 	var errs []error
-	if p.BaseMs <= 0 {
-		errs = append(errs, fmt.Errorf("base_ms must be > 0, got %v", p.BaseMs))
+	if !(p.BaseMs > 0) || math.IsInf(p.BaseMs, 0) { // also NaN
+		errs = append(errs, fmt.Errorf("base_ms must be a finite number > 0, got %v", p.BaseMs))
 	}
-	if p.PerDecodeSeqMs < 0 {
-		errs = append(errs, fmt.Errorf("per_decode_seq_ms must be >= 0, got %v", p.PerDecodeSeqMs))
+	if !(p.PerDecodeSeqMs >= 0) || math.IsInf(p.PerDecodeSeqMs, 0) {
+		errs = append(errs, fmt.Errorf("per_decode_seq_ms must be a finite number >= 0, got %v", p.PerDecodeSeqMs))
 	}
-	if p.PerPrefillTokenMs < 0 {
-		errs = append(errs, fmt.Errorf("per_prefill_token_ms must be >= 0, got %v", p.PerPrefillTokenMs))
+	if !(p.PerPrefillTokenMs >= 0) || math.IsInf(p.PerPrefillTokenMs, 0) {
+		errs = append(errs, fmt.Errorf("per_prefill_token_ms must be a finite number >= 0, got %v", p.PerPrefillTokenMs))
 	}
 	if p.KVTokens <= 0 {
 		errs = append(errs, fmt.Errorf("kv_tokens must be > 0, got %d", p.KVTokens))

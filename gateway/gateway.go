@@ -56,8 +56,8 @@ func (c Config) Validate() error {
 	if c.MaxConcurrency == 0 && c.SlotsPerWorker < 1 {
 		errs = append(errs, fmt.Errorf("slots_per_worker must be >= 1, got %d", c.SlotsPerWorker))
 	}
-	if c.MaxWaitingFactor < 0 {
-		errs = append(errs, fmt.Errorf("max_waiting_factor must be >= 0, got %v", c.MaxWaitingFactor))
+	if !(c.MaxWaitingFactor >= 0) || math.IsInf(c.MaxWaitingFactor, 0) { // also NaN
+		errs = append(errs, fmt.Errorf("max_waiting_factor must be a finite number >= 0, got %v", c.MaxWaitingFactor))
 	}
 	if c.MaxEstimatedWait <= 0 {
 		errs = append(errs, fmt.Errorf("max_estimated_wait must be > 0, got %v", c.MaxEstimatedWait))

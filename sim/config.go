@@ -12,6 +12,12 @@ import (
 	"github.com/stargate-llm/stargate/workload"
 )
 
+// Bounds that keep a mistyped fleet file from allocating without limit.
+const (
+	MaxRoutersPerRegion  = 1000
+	MaxWorkersPerBackend = 4096
+)
+
 // Region is a place with router replicas and backends.
 type Region struct {
 	Name    string
@@ -58,12 +64,11 @@ func (c *Config) Validate(reg *policy.Registry) error {
 		errs = append(errs, errors.New("no regions"))
 	}
 	routers := 0
-	for i, r := range c.Regions {
-		if r.Routers < 0 {
-			errs = append(errs, fmt.Errorf("region %q: routers must be >= 0, got %d", r.Name, r.Routers))
+	for _, r := range c.Regions {
+		if r.Routers < 0 || r.Routers > MaxRoutersPerRegion {
+			errs = append(errs, fmt.Errorf("region %q: routers must be 0-%d, got %d", r.Name, MaxRoutersPerRegion, r.Routers))
 		}
 		routers += r.Routers
-		_ = i
 	}
 	if len(c.Regions) > 0 && routers == 0 {
 		errs = append(errs, errors.New("no routers in any region"))
@@ -96,8 +101,8 @@ func (c *Config) Validate(reg *policy.Registry) error {
 		if b.Region < 0 || b.Region >= len(c.Regions) {
 			errs = append(errs, fmt.Errorf("backend %q: region index %d out of range", b.Name, b.Region))
 		}
-		if b.Workers < 1 {
-			errs = append(errs, fmt.Errorf("backend %q: workers must be >= 1, got %d", b.Name, b.Workers))
+		if b.Workers < 1 || b.Workers > MaxWorkersPerBackend {
+			errs = append(errs, fmt.Errorf("backend %q: workers (GPUs) must be 1-%d, got %d", b.Name, MaxWorkersPerBackend, b.Workers))
 		}
 		if err := b.Profile.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("backend %q: %w", b.Name, err))
@@ -111,8 +116,8 @@ func (c *Config) Validate(reg *policy.Registry) error {
 			errs = append(errs, err)
 		}
 	}
-	if !(c.RPS > 0) {
-		errs = append(errs, fmt.Errorf("rps must be > 0, got %v", c.RPS))
+	if !(c.RPS > 0) || c.RPS > 1e6 {
+		errs = append(errs, fmt.Errorf("rps must be > 0 and at most 1e6, got %v", c.RPS))
 	}
 	if c.Warmup < 0 || c.Measure <= 0 {
 		errs = append(errs, fmt.Errorf("warmup must be >= 0 and measure > 0, got %v and %v", c.Warmup, c.Measure))

@@ -1,0 +1,90 @@
+package config
+
+import (
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stargate-llm/stargate/policy"
+)
+
+// studyRun is the routing study's run parameters at 450 req/s.
+var studyRun = Run{Policy: "waw", RPS: 450, Seed: 1, Warmup: 240 * time.Second, Measure: 240 * time.Second}
+
+// TestExamplesMatchPresets checks that examples/<preset>.yaml spells out
+// exactly the built-in fleet of the same name.
+func TestExamplesMatchPresets(t *testing.T) {
+	reg := policy.NewRegistry()
+	for _, name := range PresetNames() {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join("..", "examples", name+".yaml")
+			file, err := Load(path)
+			if err != nil {
+				t.Fatalf("Load(%s): %v", path, err)
+			}
+			preset, ok := Preset(name)
+			if !ok {
+				t.Fatalf("Preset(%q) not found", name)
+			}
+			if file.Name != preset.Name {
+				t.Errorf("name: file %q, preset %q", file.Name, preset.Name)
+			}
+			got, err := file.SimConfig(studyRun, reg)
+			if err != nil {
+				t.Fatalf("%s: SimConfig: %v", path, err)
+			}
+			want, err := preset.SimConfig(studyRun, reg)
+			if err != nil {
+				t.Fatalf("preset %s: SimConfig: %v", name, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s and preset %s give different sim.Configs:\nfile:   %+v\npreset: %+v", path, name, got, want)
+			}
+			// The fleets themselves agree too (the file has no profiles, the
+			// preset a nil map, which DeepEqual tells apart).
+			if len(file.Profiles) != 0 {
+				t.Errorf("%s: profiles %v, want none", path, file.Profiles)
+			}
+			file.Profiles = preset.Profiles
+			if !reflect.DeepEqual(file, preset) {
+				t.Errorf("%s and preset %s differ:\nfile:   %+v\npreset: %+v", path, name, *file, *preset)
+			}
+		})
+	}
+}
+
+// TestPresetShape pins the built-in fleets to the routing study's numbers, so
+// that a change to them shows up here and in the example files.
+func TestPresetShape(t *testing.T) {
+	reg := policy.NewRegistry()
+	for _, name := range PresetNames() {
+		if !IsPreset(name) {
+			t.Errorf("IsPreset(%q) = false", name)
+		}
+		f, _ := Preset(name)
+		cfg, err := f.SimConfig(studyRun, reg)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		gpus := 0
+		for _, b := range cfg.Backends {
+			gpus += b.Workers
+			if b.Profile.Name != "half" {
+				t.Errorf("%s: backend %s profile %q, want half", name, b.Name, b.Profile.Name)
+			}
+		}
+		if len(cfg.Regions) != 5 || len(cfg.Backends) != 20 || gpus != 220 {
+			t.Errorf("%s: %d regions, %d backends, %d GPUs; want 5, 20, 220", name, len(cfg.Regions), len(cfg.Backends), gpus)
+		}
+		if got, want := cfg.Latency[0][1], 32*time.Millisecond; got != want {
+			t.Errorf("%s: usw2 -> ue1 one-way latency %v, want %v", name, got, want)
+		}
+	}
+	if IsPreset("nope") {
+		t.Error(`IsPreset("nope") = true`)
+	}
+	if _, ok := Preset("nope"); ok {
+		t.Error(`Preset("nope") found`)
+	}
+}
