@@ -7,7 +7,7 @@ import (
 	"github.com/stargate-llm/stargate/sim"
 )
 
-// The routing study's GPUs per backend, by region (DESIGN.md).
+// The routing study's GPUs per backend, by region (docs/DESIGN.md).
 var (
 	heteroGPUs = [][]int{{7, 4, 2, 3}, {14, 6, 12, 9}, {19, 8, 10, 13}, {11, 16, 15, 20}, {18, 17, 11, 5}}
 	homoGPUs   = [][]int{{11, 11, 11, 11}, {11, 11, 11, 11}, {11, 11, 11, 11}, {11, 11, 11, 11}, {11, 11, 11, 11}}

@@ -32,7 +32,7 @@ func newRoutingCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "routing",
 		Short: "The reference routing study: affinity policies against baselines on two fleets",
-		Long: `Simulate the routing study of DESIGN.md: the heterogeneous and homogeneous
+		Long: `Simulate the routing study of docs/DESIGN.md: the heterogeneous and homogeneous
 220-GPU fleets in five regions, waw, pulsar-waw (and pulsar-waw-tps, its
 measured-TPS weighting) and four baselines, at 350 and 450 req/s (hetero) and
 450 and 550 req/s (homo), seeds 1-3, 240 s warm-up and 240 s measured.
