@@ -118,9 +118,9 @@ type simulation struct {
 	regions  []int   // regions with routers
 	arrivals *workload.Arrivals
 	rng      *rand.Rand
-	sessions map[uint64]*session
+	sessions table[session]
 	nextSess uint64
-	attempts map[uint64]*attempt
+	attempts table[attempt]
 	nextID   uint64
 	coll     *metrics.Collector
 	events   uint64
@@ -164,8 +164,7 @@ func Run(ctx context.Context, cfg Config, reg *policy.Registry) (*Result, error)
 
 func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 	s := &simulation{cfg: cfg, end: cfg.Warmup + cfg.Measure,
-		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x5e55)),
-		sessions: make(map[uint64]*session), attempts: make(map[uint64]*attempt),
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x5e55)),
 		coll: metrics.NewCollector(cfg.Warmup, cfg.Warmup+cfg.Measure, cfg.Client.TTFTSLO,
 			int(1.05*cfg.RPS*cfg.Measure.Seconds()))}
 	arr, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), s.rng)
@@ -258,16 +257,16 @@ func (s *simulation) handle(e *event) error {
 	case evSessionArrive:
 		s.sessionArrive()
 	case evTurnStart:
-		if ss := s.sessions[e.id]; ss != nil {
+		if ss := s.sessions.get(e.id); ss != nil {
 			s.startTurn(ss)
 		}
 	case evAttemptStart:
-		if ss := s.sessions[e.id]; ss != nil {
+		if ss := s.sessions.get(e.id); ss != nil {
 			s.sendAttempt(ss)
 		}
 	case evRouterArrive:
-		if a := s.attempts[e.id]; a != nil && a.done {
-			delete(s.attempts, a.id) // timed out on the way
+		if a := s.attempts.get(e.id); a != nil && a.done {
+			s.attempts.del(a.id) // timed out on the way
 		} else if a != nil {
 			rs := s.routers[a.router]
 			s.syncRegion(rs.region)
@@ -294,22 +293,22 @@ func (s *simulation) handle(e *event) error {
 	case evStatsDeliver:
 		s.deliver(int(e.b), int(e.a))
 	case evClientFirstToken:
-		if a := s.attempts[e.id]; a != nil && !a.done {
+		if a := s.attempts.get(e.id); a != nil && !a.done {
 			a.sess.turn.FirstToken(s.now)
 		}
 	case evClientDone:
-		if a := s.attempts[e.id]; a != nil && !a.done {
+		if a := s.attempts.get(e.id); a != nil && !a.done {
 			a.done = true
 			a.sess.turn.Complete(s.now, a.backend, a.cached, a.output)
 			s.endAttempt(a)
 			s.endTurn(a.sess)
 		}
 	case evClientError:
-		if a := s.attempts[e.id]; a != nil && !a.done {
+		if a := s.attempts.get(e.id); a != nil && !a.done {
 			s.failAttempt(a, client.Failure(e.b))
 		}
 	case evAttemptTimeout:
-		if a := s.attempts[e.id]; a != nil && !a.done {
+		if a := s.attempts.get(e.id); a != nil && !a.done {
 			s.cancelAttempt(a)
 			s.failAttempt(a, client.TimedOut)
 		}
@@ -325,7 +324,7 @@ func (s *simulation) sessionArrive() {
 	rs := s.byRegion[region]
 	ss := &session{id: s.nextSess, ws: s.cfg.Workload.NewSession(s.cfg.Seed, s.nextSess), region: region,
 		router: rs[s.rng.IntN(len(rs))]}
-	s.sessions[ss.id] = ss
+	s.sessions.put(ss.id, ss)
 	s.q.push(event{at: s.arrivals.Next(s.now), kind: evSessionArrive})
 	s.startTurn(ss)
 }
@@ -333,7 +332,7 @@ func (s *simulation) sessionArrive() {
 func (s *simulation) startTurn(ss *session) {
 	t, ok := ss.ws.Next()
 	if !ok {
-		delete(s.sessions, ss.id)
+		s.sessions.del(ss.id)
 		return
 	}
 	ss.prompt = t
@@ -346,7 +345,7 @@ func (s *simulation) startTurn(ss *session) {
 func (s *simulation) sendAttempt(ss *session) {
 	s.nextID++
 	a := &attempt{id: s.nextID, sess: ss, router: ss.router, backend: -1}
-	s.attempts[a.id] = a
+	s.attempts.put(a.id, a)
 	deadline := ss.turn.Attempt(s.now)
 	s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evRouterArrive, id: a.id})
 	timeout := event{at: deadline, kind: evAttemptTimeout, id: a.id}
@@ -371,7 +370,7 @@ func (s *simulation) apply(a *attempt, d policy.Decision) {
 
 func (s *simulation) applyOutcomes() {
 	for _, o := range s.outcomes {
-		if a := s.attempts[o.ID]; a != nil && !a.done {
+		if a := s.attempts.get(o.ID); a != nil && !a.done {
 			s.apply(a, o.Decision)
 		}
 	}
@@ -383,7 +382,7 @@ func (s *simulation) back(a *attempt, b int) time.Duration {
 }
 
 func (s *simulation) gatewayArrive(id uint64) {
-	a := s.attempts[id]
+	a := s.attempts.get(id)
 	if a == nil {
 		return
 	}
@@ -395,7 +394,7 @@ func (s *simulation) gatewayArrive(id uint64) {
 			_, s.admitted = bs.gw.Cancel(s.now, id, s.admitted[:0])
 			s.submitAll(a.backend)
 		}
-		delete(s.attempts, id)
+		s.attempts.del(id)
 		return
 	}
 	switch d {
@@ -432,7 +431,7 @@ func (s *simulation) submitAll(b int) {
 		batch := append([]gateway.Request(nil), s.admitted...)
 		s.admitted = s.admitted[:0]
 		for _, r := range batch {
-			if a := s.attempts[r.ID]; a != nil {
+			if a := s.attempts.get(r.ID); a != nil {
 				s.submit(b, a)
 			} else {
 				_, s.admitted = s.backends[b].gw.Cancel(s.now, r.ID, s.admitted)
@@ -460,7 +459,7 @@ func (s *simulation) workerStep(b, w int, gen uint64) error {
 	bs.workerPending[w] = false
 	s.engineOut = bs.cl.Worker(w).Advance(s.now, s.engineOut[:0])
 	for _, ev := range s.engineOut {
-		a := s.attempts[ev.ID]
+		a := s.attempts.get(ev.ID)
 		if a == nil {
 			return fmt.Errorf("sim: engine reported unknown request %d", ev.ID)
 		}
@@ -513,14 +512,14 @@ func (s *simulation) failAttempt(a *attempt, f client.Failure) {
 		return
 	}
 	s.coll.Add(ss.turn.Record)
-	delete(s.sessions, ss.id) // a turn that fails after all its attempts ends its session
+	s.sessions.del(ss.id) // a turn that fails after all its attempts ends its session
 }
 
 func (s *simulation) endAttempt(a *attempt) {
 	if a.place == toRouter || a.place == toGateway {
 		return // still referenced by an arrival in flight, which removes nothing
 	}
-	delete(s.attempts, a.id)
+	s.attempts.del(a.id)
 }
 
 func (s *simulation) endTurn(ss *session) {
