@@ -64,15 +64,19 @@ type RunInfo struct {
 
 // Totals are counters over the worker's life.
 type Totals struct {
-	Steps         int64
-	BusyTime      time.Duration
-	PrefillTokens int64
-	DecodeTokens  int64
-	Preemptions   int64
-	CacheHits     int64 // admissions that reused a cache entry
-	CachedTokens  int64 // prompt tokens served from the cache
-	Finished      int64
-	Cancelled     int64
+	Steps    int64
+	BusyTime time.Duration
+	// BatchSeconds and KVTokenSeconds integrate the running batch size and the
+	// KV tokens in use over busy time, for time-weighted means.
+	BatchSeconds   float64
+	KVTokenSeconds float64
+	PrefillTokens  int64
+	DecodeTokens   int64
+	Preemptions    int64
+	CacheHits      int64 // admissions that reused a cache entry
+	CachedTokens   int64 // prompt tokens served from the cache
+	Finished       int64
+	Cancelled      int64
 }
 
 type seq struct {
@@ -238,7 +242,11 @@ func (w *Worker) Advance(now time.Duration, out []Event) []Event {
 		w.kvUsed -= grow
 	}
 	w.totals.Steps += int64(k)
-	w.totals.BusyTime += time.Duration(k) * w.run.StepDuration
+	busy := time.Duration(k) * w.run.StepDuration
+	w.totals.BusyTime += busy
+	w.totals.BatchSeconds += float64(w.run.Batch) * busy.Seconds()
+	// KV grows by one token per decoding sequence per step: use the run's mean.
+	w.totals.KVTokenSeconds += (float64(w.run.KVUsed) + float64(w.run.Decoding*(k-1))/2) * busy.Seconds()
 	kept := w.running[:0]
 	for _, s := range w.running {
 		if s.planPrefill > 0 {

@@ -284,3 +284,27 @@ func BenchmarkWorkerSaturated(b *testing.B) {
 		_ = w.Submit(now, Request{ID: uint64(i), Session: uint64(rng.IntN(50) + 1), PromptTokens: 2000 + rng.IntN(8000), OutputTokens: 128 + rng.IntN(128)})
 	}
 }
+
+func TestTimeWeightedTotals(t *testing.T) {
+	w := newWorker(t, HalfProfile(), Options{})
+	must(t, w.Submit(0, Request{ID: 1, Session: 1, PromptTokens: 1000, OutputTokens: 3}))
+	must(t, w.Submit(0, Request{ID: 2, Session: 2, PromptTokens: 1000, OutputTokens: 3}))
+	drain(t, w)
+	// Request 1 prefills alone (108 ms, 1000 KV tokens reserved); request 2
+	// prefills beside it (8 + 0.17 + 100 = 108.17 ms, 2001 tokens); both decode
+	// (8.34 ms, 2003 tokens) and request 1 is done; request 2 decodes its last
+	// token alone (8.17 ms, 1002 tokens).
+	tot := w.Totals()
+	busy := 0.108 + 0.10817 + 0.00834 + 0.00817
+	batch := 1*0.108 + 2*0.10817 + 2*0.00834 + 1*0.00817
+	kv := 1000*0.108 + 2001*0.10817 + 2003*0.00834 + 1002*0.00817
+	if d := tot.BusyTime.Seconds() - busy; d > 1e-9 || d < -1e-9 {
+		t.Errorf("busy %v s, want %v", tot.BusyTime.Seconds(), busy)
+	}
+	if d := tot.BatchSeconds - batch; d > 1e-9 || d < -1e-9 {
+		t.Errorf("batch-seconds %v, want %v", tot.BatchSeconds, batch)
+	}
+	if d := tot.KVTokenSeconds - kv; d > 1e-6 || d < -1e-6 {
+		t.Errorf("KV token-seconds %v, want %v", tot.KVTokenSeconds, kv)
+	}
+}

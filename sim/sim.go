@@ -33,8 +33,11 @@ type BackendResult struct {
 	Workers int    `json:"workers"`
 	metrics.BackendSummary
 	// BusyPct is the share of the run's worker time spent in steps.
-	BusyPct     float64 `json:"busy_pct"`
-	Preemptions int64   `json:"preemptions"`
+	BusyPct float64 `json:"busy_pct"`
+	// MeanBatch and MeanKVFillPct are time-weighted over busy time.
+	MeanBatch     float64 `json:"mean_batch"`
+	MeanKVFillPct float64 `json:"mean_kv_fill_pct"`
+	Preemptions   int64   `json:"preemptions"`
 	// Gateway counts over the whole run (warm-up included). Every request a
 	// gateway received is completed, cancelled, rejected, or still active or
 	// waiting at the end.
@@ -629,10 +632,18 @@ func (s *simulation) result() *Result {
 	for b, bs := range s.backends {
 		var busy time.Duration
 		var preempt int64
+		var batchS, kvS float64
 		for w := range bs.cl.Len() {
 			t := bs.cl.Worker(w).Totals()
 			busy += t.BusyTime
 			preempt += t.Preemptions
+			batchS += t.BatchSeconds
+			kvS += t.KVTokenSeconds
+		}
+		var meanBatch, meanKV float64
+		if busy > 0 {
+			meanBatch = batchS / busy.Seconds()
+			meanKV = 100 * kvS / busy.Seconds() / float64(bs.spec.Profile.KVTokens)
 		}
 		st := bs.gw.TakeStats(s.end)
 		var received uint64
@@ -643,6 +654,8 @@ func (s *simulation) result() *Result {
 			Name: bs.spec.Name, Region: s.cfg.Regions[bs.spec.Region].Name, Workers: bs.spec.Workers,
 			BackendSummary:  per[b],
 			BusyPct:         100 * busy.Seconds() / (s.end.Seconds() * float64(bs.spec.Workers)),
+			MeanBatch:       meanBatch,
+			MeanKVFillPct:   meanKV,
 			Preemptions:     preempt,
 			GatewayReceived: received, GatewayCompleted: st.Completed, GatewayCancelled: st.Cancelled,
 			GatewayRejected: st.Rejected, GatewayActive: st.Active, GatewayWaiting: st.Waiting,
