@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -197,8 +198,12 @@ func TestRunsEqualSteps(t *testing.T) {
 	p := HalfProfile()
 	p.KVTokens, p.MaxSeqs = 20_000, 8
 	for seed := uint64(1); seed <= 100; seed++ {
-		stepped := replay(t, p, Options{MaxStepsPerRun: 1}, seed)
-		runs := replay(t, p, Options{}, seed)
+		stepped, st := replay(t, p, Options{MaxStepsPerRun: 1}, seed)
+		runs, rt := replay(t, p, Options{}, seed)
+		if st.Steps != rt.Steps || st.BusyTime != rt.BusyTime || st.Preemptions != rt.Preemptions ||
+			math.Abs(st.BatchSeconds-rt.BatchSeconds) > 1e-9 || math.Abs(st.KVTokenSeconds-rt.KVTokenSeconds) > 1e-3 {
+			t.Fatalf("seed %d: totals differ:\nsteps %+v\nruns  %+v", seed, st, rt)
+		}
 		if len(stepped) != len(runs) {
 			t.Fatalf("seed %d: %d events stepping, %d in runs", seed, len(stepped), len(runs))
 		}
@@ -210,7 +215,7 @@ func TestRunsEqualSteps(t *testing.T) {
 	}
 }
 
-func replay(t *testing.T, p Profile, opts Options, seed uint64) []Event {
+func replay(t *testing.T, p Profile, opts Options, seed uint64) ([]Event, Totals) {
 	t.Helper()
 	w := newWorker(t, p, opts)
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -239,7 +244,7 @@ func replay(t *testing.T, p Profile, opts Options, seed uint64) []Event {
 	if w.Busy() {
 		t.Fatal("worker still busy after an hour")
 	}
-	return out
+	return out, w.Totals()
 }
 
 func must(t *testing.T, err error) {
