@@ -357,26 +357,28 @@ func (r *Results) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("study: creating output directory: %w", err)
 	}
-	write := func(name string, fn func(io.Writer) error) error {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return fmt.Errorf("study: %w", err)
-		}
-		if err := fn(f); err != nil {
-			_ = f.Close()
-			return fmt.Errorf("study: writing %s: %w", name, err)
-		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("study: writing %s: %w", name, err)
-		}
-		return nil
-	}
-	if err := write("results.json", r.WriteJSON); err != nil {
+	if err := WriteFile(dir, "results.json", r.WriteJSON); err != nil {
 		return err
 	}
-	if err := write("report.html", r.WriteHTML); err != nil {
+	if err := WriteFile(dir, "report.html", r.WriteHTML); err != nil {
 		return err
 	}
 	t := r.Table()
-	return write("table.txt", t.WriteText)
+	return WriteFile(dir, "table.txt", t.WriteText)
+}
+
+// WriteFile creates dir/name and fills it with write.
+func WriteFile(dir, name string, write func(io.Writer) error) error {
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return fmt.Errorf("study: %w", err)
+	}
+	if err := write(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("study: writing %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("study: writing %s: %w", name, err)
+	}
+	return nil
 }

@@ -2,8 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -158,39 +158,16 @@ func writeSimFiles(dir string, specs []study.RunSpec, res *study.Results) error 
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
 	for i, run := range res.Runs {
-		name := filepath.Join(dir, "records-"+sanitize(specs[i].Label())+".ndjson")
-		f, err := os.Create(name)
-		if err != nil {
-			return err
-		}
-		if err := metrics.WriteNDJSON(f, run.Records); err != nil {
-			_ = f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
+		name := "records-" + sanitize(specs[i].Label()) + ".ndjson"
+		if err := study.WriteFile(dir, name, func(w io.Writer) error { return metrics.WriteNDJSON(w, run.Records) }); err != nil {
 			return err
 		}
 	}
-	jf, err := os.Create(filepath.Join(dir, "results.json"))
-	if err != nil {
+	if err := study.WriteFile(dir, "results.json", res.WriteJSON); err != nil {
 		return err
 	}
-	if err := res.WriteJSON(jf); err != nil {
-		_ = jf.Close()
-		return err
-	}
-	if err := jf.Close(); err != nil {
-		return err
-	}
-	tf, err := os.Create(filepath.Join(dir, "table.txt"))
-	if err != nil {
-		return err
-	}
-	if err := study.RunsTable(res.Runs).WriteText(tf); err != nil {
-		_ = tf.Close()
-		return err
-	}
-	return tf.Close()
+	t := study.RunsTable(res.Runs)
+	return study.WriteFile(dir, "table.txt", t.WriteText)
 }
 
 func sanitize(s string) string {
