@@ -39,8 +39,11 @@ func Overloaded(w *engine.Worker) bool {
 	return w.Running()+w.Waiting() >= w.Profile().MaxSeqs
 }
 
-// Pick chooses the worker for a request of the given session.
-func (b *Backend) Pick(session uint64) int {
+// Pick chooses the worker for a request of the given session arriving at now.
+func (b *Backend) Pick(now time.Duration, session uint64) int {
+	for _, w := range b.workers {
+		w.Sync(now) // read each worker as it is at now, not at its last event
+	}
 	best, bestCache := -1, 0
 	for i, w := range b.workers {
 		if c := w.CachedTokens(session); c > bestCache && !Overloaded(w) {
@@ -69,7 +72,7 @@ func less(a, c *engine.Worker) bool {
 
 // Submit picks a worker and submits the request to it.
 func (b *Backend) Submit(now time.Duration, r engine.Request) (worker int, err error) {
-	worker = b.Pick(r.Session)
+	worker = b.Pick(now, r.Session)
 	if err := b.workers[worker].Submit(now, r); err != nil {
 		return -1, err
 	}

@@ -12,6 +12,10 @@ import (
 // of it each; prefill takes the rest.
 const DefaultPrefillChunk = 2048
 
+// MinBaseMs is the least step cost a profile may have (one microsecond):
+// steps are whole nanoseconds, and a step must take time.
+const MinBaseMs = 0.001
+
 // Profile is the cost model of one GPU worker.
 type Profile struct {
 	Name string `yaml:"name" json:"name"`
@@ -58,8 +62,8 @@ func ProfileByName(name string) (Profile, error) {
 // Validate reports what is wrong with a profile.
 func (p Profile) Validate() error {
 	var errs []error
-	if !(p.BaseMs > 0) || math.IsInf(p.BaseMs, 0) { // also NaN
-		errs = append(errs, fmt.Errorf("base_ms must be a finite number > 0, got %v", p.BaseMs))
+	if !(p.BaseMs >= MinBaseMs) || math.IsInf(p.BaseMs, 0) { // also NaN
+		errs = append(errs, fmt.Errorf("base_ms must be a finite number >= %v, got %v", MinBaseMs, p.BaseMs))
 	}
 	if !(p.PerDecodeSeqMs >= 0) || math.IsInf(p.PerDecodeSeqMs, 0) {
 		errs = append(errs, fmt.Errorf("per_decode_seq_ms must be a finite number >= 0, got %v", p.PerDecodeSeqMs))

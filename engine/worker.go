@@ -213,6 +213,41 @@ func (w *Worker) Cancel(now time.Duration, id uint64) bool {
 	return false
 }
 
+// Sync applies the steps of the current run that have ended by now, so that
+// what the worker reports (KV in use, cache entries, totals) is what stepping
+// one at a time would report at now. Steps inside a run change only token
+// counts, so nothing is emitted; the rest of the run is left as it was.
+func (w *Worker) Sync(now time.Duration) {
+	if !w.busy || w.run.Steps <= 1 || now <= w.run.Start {
+		return
+	}
+	m := min(int((now-w.run.Start)/w.run.StepDuration), w.run.Steps-1)
+	if m <= 0 {
+		return
+	}
+	w.account(m)
+	for _, s := range w.running {
+		s.generated += m
+		s.kv += m
+	}
+	w.kvUsed += m * len(w.running)
+	w.totals.DecodeTokens += int64(m * len(w.running))
+	w.evict()
+	w.run.Start += time.Duration(m) * w.run.StepDuration
+	w.run.Steps -= m
+	w.run.KVUsed, w.run.CacheTokens = w.kvUsed, w.cacheTokens
+}
+
+// account adds k steps of the current run to the totals.
+func (w *Worker) account(k int) {
+	busy := time.Duration(k) * w.run.StepDuration
+	w.totals.Steps += int64(k)
+	w.totals.BusyTime += busy
+	w.totals.BatchSeconds += float64(w.run.Batch) * busy.Seconds()
+	// KV grows by one token per decoding sequence per step: use the run's mean.
+	w.totals.KVTokenSeconds += (float64(w.run.KVUsed) + float64(w.run.Decoding*(k-1))/2) * busy.Seconds()
+}
+
 // cutRun ends the current run after the step in progress at now.
 func (w *Worker) cutRun(now time.Duration) {
 	if !w.busy || w.run.Steps <= 1 || now < w.run.Start {
@@ -241,12 +276,7 @@ func (w *Worker) Advance(now time.Duration, out []Event) []Event {
 		w.evict()
 		w.kvUsed -= grow
 	}
-	w.totals.Steps += int64(k)
-	busy := time.Duration(k) * w.run.StepDuration
-	w.totals.BusyTime += busy
-	w.totals.BatchSeconds += float64(w.run.Batch) * busy.Seconds()
-	// KV grows by one token per decoding sequence per step: use the run's mean.
-	w.totals.KVTokenSeconds += (float64(w.run.KVUsed) + float64(w.run.Decoding*(k-1))/2) * busy.Seconds()
+	w.account(k)
 	kept := w.running[:0]
 	for _, s := range w.running {
 		if s.planPrefill > 0 {

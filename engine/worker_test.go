@@ -198,8 +198,13 @@ func TestRunsEqualSteps(t *testing.T) {
 	p := HalfProfile()
 	p.KVTokens, p.MaxSeqs = 20_000, 8
 	for seed := uint64(1); seed <= 100; seed++ {
-		stepped, st := replay(t, p, Options{MaxStepsPerRun: 1}, seed)
-		runs, rt := replay(t, p, Options{}, seed)
+		stepped, st, sv := replay(t, p, Options{MaxStepsPerRun: 1}, seed)
+		runs, rt, rv := replay(t, p, Options{}, seed)
+		for i := range sv {
+			if sv[i] != rv[i] {
+				t.Fatalf("seed %d: at arrival %d the worker reads %+v stepping but %+v in runs", seed, i, sv[i], rv[i])
+			}
+		}
 		if st.Steps != rt.Steps || st.BusyTime != rt.BusyTime || st.Preemptions != rt.Preemptions ||
 			math.Abs(st.BatchSeconds-rt.BatchSeconds) > 1e-9 || math.Abs(st.KVTokenSeconds-rt.KVTokenSeconds) > 1e-3 {
 			t.Fatalf("seed %d: totals differ:\nsteps %+v\nruns  %+v", seed, st, rt)
@@ -215,11 +220,15 @@ func TestRunsEqualSteps(t *testing.T) {
 	}
 }
 
-func replay(t *testing.T, p Profile, opts Options, seed uint64) ([]Event, Totals) {
+// view is what a picker reads from a worker.
+type view struct{ kv, cache, session int }
+
+func replay(t *testing.T, p Profile, opts Options, seed uint64) ([]Event, Totals, []view) {
 	t.Helper()
 	w := newWorker(t, p, opts)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var out []Event
+	var views []view
 	now := time.Duration(0)
 	advanceTo := func(to time.Duration) {
 		for {
@@ -233,6 +242,8 @@ func replay(t *testing.T, p Profile, opts Options, seed uint64) ([]Event, Totals
 	for i := range 200 {
 		now += time.Duration(rng.ExpFloat64() * float64(80*ms))
 		advanceTo(now)
+		w.Sync(now)
+		views = append(views, view{w.KVUsed(), w.CacheTokens(), w.CachedTokens(uint64(i%15 + 1))})
 		if i > 10 && rng.IntN(6) == 0 {
 			w.Cancel(now, uint64(i-rng.IntN(10)))
 			continue
@@ -244,7 +255,7 @@ func replay(t *testing.T, p Profile, opts Options, seed uint64) ([]Event, Totals
 	if w.Busy() {
 		t.Fatal("worker still busy after an hour")
 	}
-	return out, w.Totals()
+	return out, w.Totals(), views
 }
 
 func must(t *testing.T, err error) {
@@ -265,6 +276,11 @@ func TestProfileValidate(t *testing.T) {
 		if err != nil || p.Validate() != nil {
 			t.Errorf("built-in profile %q: %v %v", name, err, p.Validate())
 		}
+	}
+	tiny := HalfProfile()
+	tiny.BaseMs, tiny.PerDecodeSeqMs, tiny.PerPrefillTokenMs = 1e-7, 0, 0 // steps of zero nanoseconds
+	if err := tiny.Validate(); err == nil {
+		t.Error("a profile whose steps take no time passed validation")
 	}
 	if _, err := ProfileByName("quarter"); err == nil {
 		t.Error("unknown profile accepted")

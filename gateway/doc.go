@@ -1,8 +1,9 @@
 // Package gateway is the admission core that sits in front of one backend
 // (called Pylon in the source documents).
 //
-// A Gateway admits up to MaxConcurrency requests to the engine (by default 25
-// per worker, the engine's sequence limit), queues the rest first come first
+// A Gateway admits up to MaxConcurrency requests to the engine (by default
+// SlotsPerWorker = 25 per worker, the default engine profiles' sequence
+// limit), queues the rest first come first
 // served, and rejects with ErrOverloaded when the queue no longer matches the
 // backend's speed:
 //

@@ -16,6 +16,8 @@ import (
 const (
 	MaxRoutersPerRegion  = 1000
 	MaxWorkersPerBackend = 4096
+	MaxRPS               = 100_000
+	MaxSimulated         = 24 * time.Hour
 )
 
 // Region is a place with router replicas and backends.
@@ -116,11 +118,11 @@ func (c *Config) Validate(reg *policy.Registry) error {
 			errs = append(errs, err)
 		}
 	}
-	if !(c.RPS > 0) || c.RPS > 1e6 {
-		errs = append(errs, fmt.Errorf("rps must be > 0 and at most 1e6, got %v", c.RPS))
+	if !(c.RPS > 0) || c.RPS > MaxRPS {
+		errs = append(errs, fmt.Errorf("rps must be > 0 and at most %d, got %v", MaxRPS, c.RPS))
 	}
-	if c.Warmup < 0 || c.Measure <= 0 {
-		errs = append(errs, fmt.Errorf("warmup must be >= 0 and measure > 0, got %v and %v", c.Warmup, c.Measure))
+	if c.Warmup < 0 || c.Measure <= 0 || c.Warmup+c.Measure > MaxSimulated {
+		errs = append(errs, fmt.Errorf("warmup must be >= 0 and measure > 0, together at most %v; got %v and %v", MaxSimulated, c.Warmup, c.Measure))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sim config: %w", err)

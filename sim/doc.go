@@ -2,7 +2,7 @@
 // live services run (engine workers, cluster picker, gateway admission,
 // router and policy, workload, client rules, metrics) on a virtual clock.
 //
-// Events sit in a binary heap ordered by (time, kind, sequence number), so
+// Events sit in a 4-ary heap ordered by (time, kind, sequence number), so
 // simultaneous events always run in the same order and the same configuration
 // and seed give the same result, byte for byte.
 //
@@ -23,6 +23,12 @@
 // cancelled where it is: removed from its router's queue, or from its
 // gateway's queue or engine at once (the cancel is not delayed by the
 // network in the simulator).
+//
+// # Random streams
+//
+// Arrivals (and the region and router of each session), each session's turns
+// and each router's policy draw from separate seeded generators derived from
+// Config.Seed, so no two of them share a stream.
 //
 // The run ends at Warmup + Measure; metrics cover [Warmup, Warmup+Measure).
 package sim

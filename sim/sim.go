@@ -16,6 +16,23 @@ import (
 	"github.com/stargate-llm/stargate/workload"
 )
 
+// Random streams: each subsystem draws from generators seeded by subSeed(seed,
+// stream), so no two subsystems share a stream (a session's generator is
+// seeded by its id on top, a router's policy by the router's index).
+const (
+	streamArrivals uint64 = iota + 1
+	streamSessions
+	streamPolicies
+)
+
+// subSeed derives a stream's seed from the run's seed (splitmix64).
+func subSeed(seed, stream uint64) uint64 {
+	x := seed ^ stream*0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
 // Result is what one run measured.
 type Result struct {
 	Summary  metrics.Summary
@@ -126,7 +143,9 @@ type simulation struct {
 	attempts table[attempt]
 	nextID   uint64
 	coll     *metrics.Collector
-	events   uint64
+	// sessionSeed seeds every session's own generator (with its id).
+	sessionSeed uint64
+	events      uint64
 
 	// timeouts holds attempt deadlines in the order they were set. Every
 	// attempt gets the same timeout, so the deadlines are already sorted and a
@@ -167,9 +186,11 @@ func Run(ctx context.Context, cfg Config, reg *policy.Registry) (*Result, error)
 
 func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 	s := &simulation{cfg: cfg, end: cfg.Warmup + cfg.Measure,
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0x5e55)),
+		rng:         rand.New(rand.NewPCG(subSeed(cfg.Seed, streamArrivals), 0)),
+		sessionSeed: subSeed(cfg.Seed, streamSessions),
+		// A hint only: capped so that a long window does not allocate up front.
 		coll: metrics.NewCollector(cfg.Warmup, cfg.Warmup+cfg.Measure, cfg.Client.TTFTSLO,
-			int(1.05*cfg.RPS*cfg.Measure.Seconds()))}
+			int(min(1.05*cfg.RPS*cfg.Measure.Seconds(), 1<<18)))}
 	arr, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), s.rng)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
@@ -196,7 +217,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 	for ri, region := range cfg.Regions {
 		for range region.Routers {
 			idx := len(s.routers)
-			pol, err := reg.New(cfg.Policy, cfg.Params, pbs, rand.New(rand.NewPCG(cfg.Seed, 1000+uint64(idx))))
+			pol, err := reg.New(cfg.Policy, cfg.Params, pbs, rand.New(rand.NewPCG(subSeed(cfg.Seed, streamPolicies), uint64(idx))))
 			if err != nil {
 				return nil, fmt.Errorf("sim: %w", err)
 			}
@@ -325,7 +346,7 @@ func (s *simulation) sessionArrive() {
 	s.nextSess++
 	region := s.regions[s.rng.IntN(len(s.regions))]
 	rs := s.byRegion[region]
-	ss := &session{id: s.nextSess, ws: s.cfg.Workload.NewSession(s.cfg.Seed, s.nextSess), region: region,
+	ss := &session{id: s.nextSess, ws: s.cfg.Workload.NewSession(s.sessionSeed, s.nextSess), region: region,
 		router: rs[s.rng.IntN(len(rs))]}
 	s.sessions.put(ss.id, ss)
 	s.q.push(event{at: s.arrivals.Next(s.now), kind: evSessionArrive})
@@ -634,6 +655,7 @@ func (s *simulation) result() *Result {
 		var preempt int64
 		var batchS, kvS float64
 		for w := range bs.cl.Len() {
+			bs.cl.Worker(w).Sync(s.end) // count the finished steps of runs still going
 			t := bs.cl.Worker(w).Totals()
 			busy += t.BusyTime
 			preempt += t.Preemptions

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -167,5 +168,31 @@ func TestCancelledContextStops(t *testing.T) {
 	cfg.Measure = time.Hour
 	if _, err := Run(ctx, cfg, policy.NewRegistry()); err == nil {
 		t.Error("a cancelled run returned no error")
+	}
+}
+
+// TestRunsDoNotChangeResults: planning identical decode steps as runs is an
+// optimisation only; stepping one at a time gives the same figures.
+func TestRunsDoNotChangeResults(t *testing.T) {
+	for _, pol := range []string{"waw", "pulsar-waw", "least-request"} {
+		t.Run(pol, func(t *testing.T) {
+			cfg := small(pol, 40)
+			runs := run(t, cfg)
+			cfg.Engine.MaxStepsPerRun = 1
+			steps := run(t, cfg)
+			runs.Events, steps.Events = 0, 0
+			// Time-weighted means add up in another order: equal to 1e-9.
+			for _, r := range []*Result{runs, steps} {
+				for i := range r.Backends {
+					b := &r.Backends[i]
+					b.MeanBatch, b.MeanKVFillPct = math.Round(b.MeanBatch*1e9)/1e9, math.Round(b.MeanKVFillPct*1e9)/1e9
+				}
+			}
+			a, _ := json.Marshal(runs)
+			b, _ := json.Marshal(steps)
+			if !bytes.Equal(a, b) {
+				t.Errorf("runs and single steps differ:\nruns  %s\nsteps %s", a, b)
+			}
+		})
 	}
 }

@@ -97,7 +97,8 @@ type Cell struct {
 	Offered                       float64
 	Goodput, GoodputLo, GoodputHi float64
 	SLO, Reuse, P50, P99          float64
-	Turns, Failures, Rejections   int
+	// Turns, Failures and Rejections are means over seeds too.
+	Turns, Failures, Rejections float64
 }
 
 // Cells averages runs over seeds, in run order.
@@ -122,14 +123,15 @@ func (r *Results) Cells() []Cell {
 		c.Reuse += run.ReusePct
 		c.P50 += run.TTFTP50S
 		c.P99 += run.TTFTP99S
-		c.Turns += run.Turns
-		c.Failures += run.Failures
-		c.Rejections += run.Rejections
+		c.Turns += float64(run.Turns)
+		c.Failures += float64(run.Failures)
+		c.Rejections += float64(run.Rejections)
 	}
 	for i := range cells {
 		c := &cells[i]
 		n := float64(c.Seeds)
 		c.Offered, c.Goodput, c.SLO, c.Reuse, c.P50, c.P99 = c.Offered/n, c.Goodput/n, c.SLO/n, c.Reuse/n, c.P50/n, c.P99/n
+		c.Turns, c.Failures, c.Rejections = c.Turns/n, c.Failures/n, c.Rejections/n
 	}
 	return cells
 }
@@ -141,7 +143,7 @@ func (r *Results) Table() report.Table {
 	for _, c := range r.Cells() {
 		t.Rows = append(t.Rows, []string{c.Fleet, f0(c.RPS), c.Policy, strconv.Itoa(c.Seeds), f1(c.Offered), f1(c.Goodput),
 			f1(c.GoodputLo) + "-" + f1(c.GoodputHi), f1(c.SLO), f1(c.Reuse), f2(c.P50), f2(c.P99),
-			strconv.Itoa(c.Turns), strconv.Itoa(c.Failures), strconv.Itoa(c.Rejections)})
+			f0(c.Turns), f0(c.Failures), f0(c.Rejections)})
 	}
 	return t
 }

@@ -76,7 +76,7 @@ func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel
 			}
 			s := specs[i]
 			results[i] = RunResult{Fleet: s.FleetName, Policy: s.Policy, RPS: s.RPS, Seed: s.Seed,
-				Engine: cfgs[i].Backends[0].Profile.Name, Summary: res.Summary, Events: res.Events,
+				Engine: engineName(s), Summary: res.Summary, Events: res.Events,
 				WallS: time.Since(start).Seconds(), Backends: res.Backends, Records: res.Records}
 			done <- struct{}{}
 			return nil
@@ -105,6 +105,15 @@ func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel
 			return results, nil
 		}
 	}
+}
+
+// engineName is the run's engine profile: the one asked for, else the fleet's
+// default (backends with their own profile keep it either way).
+func engineName(s RunSpec) string {
+	if s.Engine != "" {
+		return s.Engine
+	}
+	return s.Fleet.Engine
 }
 
 // Label names a run in messages and file names.

@@ -42,6 +42,8 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"missing fleet", []string{"sim", "--fleet", filepath.Join(dir, "nope.yaml")}, "neither a built-in fleet"},
 		{"invalid fleet file", []string{"sim", "--fleet", badFleet}, "routerz"},
 		{"unknown engine", []string{"sim", "--engine", "quarter"}, `unknown profile "quarter"`},
+		{"rate too high", []string{"sim", "--rps", "500000"}, "at most 100000"},
+		{"window too long", []string{"sim", "--measure", "48h"}, "together at most 24h"},
 		{"study without a name", []string{"study"}, "name a study"},
 		{"unknown command", []string{"simulate"}, "unknown command"},
 	}
@@ -113,7 +115,7 @@ func TestSimWritesRecordsAndCSV(t *testing.T) {
 	if !strings.HasPrefix(stdout, "fleet,policy,rps,seed") || strings.Count(stdout, "\n") != 2 {
 		t.Errorf("csv output:\n%s", stdout)
 	}
-	for _, name := range []string{"results.json", "table.txt", "records-homo-waw-200-seed1.ndjson"} {
+	for _, name := range []string{"results.json", "table.txt", "records-001-homo-waw-200-seed1.ndjson"} {
 		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s missing or empty: %v", name, err)
 		}

@@ -104,7 +104,7 @@ Fleets are built-in (hetero, homo) or fleet files (see examples/).`,
 	f.StringVar(&policies, "policy", "pulsar-waw", "placement policies, comma separated (round-robin, random, least-request, power-of-two, waw, pulsar-waw, pulsar-waw-tps)")
 	f.StringVar(&rates, "rps", "450", "nominal request rates in req/s, comma separated")
 	f.StringVar(&seeds, "seed", "1", "random seeds, comma separated")
-	f.StringVar(&engineName, "engine", "", "engine profile for every backend: half, full or a profile of the fleet file (default: the fleet's)")
+	f.StringVar(&engineName, "engine", "", "engine profile replacing the fleet's default: half, full or a profile of the fleet file (backends with their own profile keep it)")
 	f.DurationVar(&warmup, "warmup", 240*time.Second, "warm-up before the measured window")
 	f.DurationVar(&measure, "measure", 240*time.Second, "length of the measured window")
 	f.StringVar(&format, "format", "table", "output format: table, json or csv")
@@ -158,7 +158,8 @@ func writeSimFiles(dir string, specs []study.RunSpec, res *study.Results) error 
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
 	for i, run := range res.Runs {
-		name := "records-" + sanitize(specs[i].Label()) + ".ndjson"
+		// The index keeps names apart when two fleet files share a name.
+		name := fmt.Sprintf("records-%03d-%s.ndjson", i+1, sanitize(specs[i].Label()))
 		if err := study.WriteFile(dir, name, func(w io.Writer) error { return metrics.WriteNDJSON(w, run.Records) }); err != nil {
 			return err
 		}
