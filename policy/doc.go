@@ -38,7 +38,8 @@
 // and under pulsar-waw its load is proportional to its weight: the weight feeds
 // itself, noise in the measurement drifts the shares, and the backends that
 // drift up saturate while others idle. On the homogeneous study fleet at 450
-// req/s the measured weights cut goodput from 442 to 219 req/s (seed 1). The
+// req/s the measured weights cut goodput from 443 to 264 req/s (mean of seeds
+// 1-3). The
 // measured-TPS reading stays available as the policy pulsar-waw-tps (or
 // Params.Weight = "max-input-tps"); it uses capacity weights for every backend
 // until every eligible backend has reported a measured maximum.
