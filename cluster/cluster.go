@@ -40,13 +40,12 @@ func Overloaded(w *engine.Worker) bool {
 }
 
 // Pick chooses the worker for a request of the given session arriving at now.
+// It reads every worker as it is at now (KVUsedAt, CachedTokensAt), not as
+// it was at its last event.
 func (b *Backend) Pick(now time.Duration, session uint64) int {
-	for _, w := range b.workers {
-		w.Sync(now) // read each worker as it is at now, not at its last event
-	}
 	best, bestCache := -1, 0
 	for i, w := range b.workers {
-		if c := w.CachedTokens(session); c > bestCache && !Overloaded(w) {
+		if c := w.CachedTokensAt(now, session); c > bestCache && !Overloaded(w) {
 			best, bestCache = i, c
 		}
 	}
@@ -55,19 +54,19 @@ func (b *Backend) Pick(now time.Duration, session uint64) int {
 	}
 	best = 0
 	for i := 1; i < len(b.workers); i++ {
-		if less(b.workers[i], b.workers[best]) {
+		if less(now, b.workers[i], b.workers[best]) {
 			best = i
 		}
 	}
 	return best
 }
 
-func less(a, c *engine.Worker) bool {
+func less(now time.Duration, a, c *engine.Worker) bool {
 	la, lc := a.Running()+a.Waiting(), c.Running()+c.Waiting()
 	if la != lc {
 		return la < lc
 	}
-	return a.KVUsed() < c.KVUsed()
+	return a.KVUsedAt(now) < c.KVUsedAt(now)
 }
 
 // Submit picks a worker and submits the request to it.

@@ -218,10 +218,7 @@ func (w *Worker) Cancel(now time.Duration, id uint64) bool {
 // one at a time would report at now. Steps inside a run change only token
 // counts, so nothing is emitted; the rest of the run is left as it was.
 func (w *Worker) Sync(now time.Duration) {
-	if !w.busy || w.run.Steps <= 1 || now <= w.run.Start {
-		return
-	}
-	m := min(int((now-w.run.Start)/w.run.StepDuration), w.run.Steps-1)
+	m := w.stepsDone(now)
 	if m <= 0 {
 		return
 	}
@@ -236,6 +233,31 @@ func (w *Worker) Sync(now time.Duration) {
 	w.run.Start += time.Duration(m) * w.run.StepDuration
 	w.run.Steps -= m
 	w.run.KVUsed, w.run.CacheTokens = w.kvUsed, w.cacheTokens
+}
+
+// stepsDone is how many steps of a run of several have ended by now (never
+// the last one: its end is an event of its own).
+func (w *Worker) stepsDone(now time.Duration) int {
+	if !w.busy || w.run.Steps <= 1 || now <= w.run.Start {
+		return 0
+	}
+	return min(int((now-w.run.Start)/w.run.StepDuration), w.run.Steps-1)
+}
+
+// KVUsedAt is KVUsed as stepping one at a time would report it at now. It
+// changes nothing.
+func (w *Worker) KVUsedAt(now time.Duration) int {
+	return w.kvUsed + w.stepsDone(now)*w.run.Decoding
+}
+
+// CachedTokensAt is CachedTokens as stepping one at a time would report it at
+// now: if the KV growth since the run began has pushed entries out of the
+// cache, the worker first applies the finished steps (see Sync).
+func (w *Worker) CachedTokensAt(now time.Duration, session uint64) int {
+	if w.KVUsedAt(now)+w.cacheTokens > w.prof.KVTokens {
+		w.Sync(now)
+	}
+	return w.CachedTokens(session)
 }
 
 // account adds k steps of the current run to the totals.

@@ -242,7 +242,12 @@ func replay(t *testing.T, p Profile, opts Options, seed uint64) ([]Event, Totals
 	for i := range 200 {
 		now += time.Duration(rng.ExpFloat64() * float64(80*ms))
 		advanceTo(now)
+		// What a picker reads without changing the worker, then after Sync.
+		kvAt, cachedAt := w.KVUsedAt(now), w.CachedTokensAt(now, uint64(i%15+1))
 		w.Sync(now)
+		if kvAt != w.KVUsed() || cachedAt != w.CachedTokens(uint64(i%15+1)) {
+			t.Fatalf("seed %d: at %v KVUsedAt/CachedTokensAt read %d/%d, Sync gives %d/%d", seed, now, kvAt, cachedAt, w.KVUsed(), w.CachedTokens(uint64(i%15+1)))
+		}
 		views = append(views, view{w.KVUsed(), w.CacheTokens(), w.CachedTokens(uint64(i%15 + 1))})
 		if i > 10 && rng.IntN(6) == 0 {
 			w.Cancel(now, uint64(i-rng.IntN(10)))
