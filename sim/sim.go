@@ -98,15 +98,11 @@ type session struct {
 }
 
 type backendState struct {
-	spec           BackendSpec
-	gw             *gateway.Gateway
-	cl             *cluster.Backend
-	workerGen      []uint64
-	workerAt       []time.Duration
-	workerPending  []bool
-	statsGen       uint64
-	statsAt        time.Duration
-	statsScheduled bool
+	spec        BackendSpec
+	gw          *gateway.Gateway
+	cl          *cluster.Backend
+	workerTimer int // timer id of worker 0; worker w is workerTimer+w
+	statsTimer  int
 }
 
 type inFlight struct {
@@ -120,16 +116,15 @@ type channel struct {
 }
 
 type routerState struct {
-	r              *router.Router
-	region         int
-	timerGen       uint64
-	timerAt        time.Duration
-	timerScheduled bool
+	r      *router.Router
+	region int
+	timer  int
 }
 
 type simulation struct {
 	cfg      *Config
 	q        eventQueue
+	timers   timerSet
 	now      time.Duration
 	end      time.Duration
 	backends []*backendState
@@ -208,8 +203,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 			return nil, fmt.Errorf("sim: backend %q: %w", spec.Name, err)
 		}
 		s.backends = append(s.backends, &backendState{spec: spec, gw: gw, cl: cl,
-			workerGen: make([]uint64, spec.Workers), workerAt: make([]time.Duration, spec.Workers),
-			workerPending: make([]bool, spec.Workers)})
+			workerTimer: s.timers.grow(spec.Workers), statsTimer: s.timers.grow(1)})
 		pbs[i] = policy.Backend{Name: spec.Name, Key: policy.KeyOf(spec.Name)}
 		rbs[i] = router.Backend{Name: spec.Name, Capacity: gw.Capacity()}
 	}
@@ -225,7 +219,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 			if err != nil {
 				return nil, fmt.Errorf("sim: %w", err)
 			}
-			s.routers = append(s.routers, &routerState{r: r, region: ri})
+			s.routers = append(s.routers, &routerState{r: r, region: ri, timer: s.timers.grow(1)})
 			s.byRegion[ri] = append(s.byRegion[ri], idx)
 		}
 		if region.Routers > 0 {
@@ -243,7 +237,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 }
 
 func (s *simulation) loop(ctx context.Context) error {
-	for s.q.len() > 0 || s.timeoutAt < len(s.timeouts) {
+	for s.q.len() > 0 || s.timers.len() > 0 || s.timeoutAt < len(s.timeouts) {
 		e := s.next()
 		if e.at >= s.end {
 			break
@@ -262,8 +256,12 @@ func (s *simulation) loop(ctx context.Context) error {
 	return nil
 }
 
-// next pops the earliest event of the heap and the timeout FIFO.
+// next pops the earliest event of the queue, the timers and the timeout FIFO.
 func (s *simulation) next() event {
+	if s.timers.len() > 0 && (s.q.len() == 0 || s.timers.top().less(&s.q.items[0])) &&
+		(s.timeoutAt >= len(s.timeouts) || s.timers.top().less(&s.timeouts[s.timeoutAt])) {
+		return s.timers.pop()
+	}
 	if s.timeoutAt < len(s.timeouts) && (s.q.len() == 0 || s.timeouts[s.timeoutAt].less(&s.q.items[0])) {
 		e := s.timeouts[s.timeoutAt]
 		s.timeoutAt++
@@ -300,10 +298,6 @@ func (s *simulation) handle(e *event) error {
 		}
 	case evRouterTimer:
 		rs := s.routers[e.a]
-		if e.id != rs.timerGen {
-			return nil
-		}
-		rs.timerScheduled = false
 		s.syncRegion(rs.region)
 		s.outcomes = rs.r.OnTimer(s.now, s.outcomes[:0])
 		s.applyOutcomes()
@@ -311,9 +305,9 @@ func (s *simulation) handle(e *event) error {
 	case evGatewayArrive:
 		s.gatewayArrive(e.id)
 	case evWorker:
-		return s.workerStep(int(e.a), int(e.b), e.id)
+		return s.workerStep(int(e.a), int(e.b))
 	case evStatsEmit:
-		s.statsEmit(int(e.a), e.id)
+		s.statsEmit(int(e.a))
 	case evStatsDeliver:
 		s.deliver(int(e.b), int(e.a))
 	case evClientFirstToken:
@@ -466,21 +460,22 @@ func (s *simulation) submitAll(b int) {
 
 func (s *simulation) scheduleWorker(b, w int) {
 	bs := s.backends[b]
+	id := bs.workerTimer + w
 	at, ok := bs.cl.Worker(w).NextEventAt()
-	if !ok || (bs.workerPending[w] && bs.workerAt[w] == at) {
+	if !ok {
+		s.timers.remove(id)
 		return
 	}
-	bs.workerGen[w]++
-	bs.workerAt[w], bs.workerPending[w] = at, true
-	s.q.push(event{at: at, kind: evWorker, a: int32(b), b: int32(w), id: bs.workerGen[w]})
+	if cur, pending := s.timers.pending(id); pending && cur.at == at {
+		return
+	}
+	e := event{at: at, kind: evWorker, a: int32(b), b: int32(w)}
+	s.q.stamp(&e)
+	s.timers.set(id, e)
 }
 
-func (s *simulation) workerStep(b, w int, gen uint64) error {
+func (s *simulation) workerStep(b, w int) error {
 	bs := s.backends[b]
-	if gen != bs.workerGen[w] {
-		return nil
-	}
-	bs.workerPending[w] = false
 	s.engineOut = bs.cl.Worker(w).Advance(s.now, s.engineOut[:0])
 	for _, ev := range s.engineOut {
 		a := s.attempts.get(ev.ID)
@@ -554,20 +549,16 @@ func (s *simulation) endTurn(ss *session) {
 func (s *simulation) markStats(b int) {
 	bs := s.backends[b]
 	at := max(bs.gw.NextStatsAt(), s.now)
-	if bs.statsScheduled && bs.statsAt <= at {
+	if cur, pending := s.timers.pending(bs.statsTimer); pending && cur.at <= at {
 		return
 	}
-	bs.statsGen++
-	bs.statsAt, bs.statsScheduled = at, true
-	s.q.push(event{at: at, kind: evStatsEmit, a: int32(b), id: bs.statsGen})
+	e := event{at: at, kind: evStatsEmit, a: int32(b)}
+	s.q.stamp(&e)
+	s.timers.set(bs.statsTimer, e)
 }
 
-func (s *simulation) statsEmit(b int, gen uint64) {
+func (s *simulation) statsEmit(b int) {
 	bs := s.backends[b]
-	if gen != bs.statsGen {
-		return
-	}
-	bs.statsScheduled = false
 	st := bs.gw.TakeStats(s.now)
 	for _, region := range s.regions {
 		at := s.now + s.cfg.Latency[bs.spec.Region][region]
@@ -639,12 +630,15 @@ func (s *simulation) scheduleRouterTimer(ri int) {
 	rs := s.routers[ri]
 	s.updateArmed(rs.region)
 	at, ok := rs.r.NextTimer()
-	if !ok || (rs.timerScheduled && rs.timerAt <= at) {
+	if !ok {
+		return // a pending timer fires and finds nothing due
+	}
+	if cur, pending := s.timers.pending(rs.timer); pending && cur.at <= at {
 		return
 	}
-	rs.timerGen++
-	rs.timerAt, rs.timerScheduled = at, true
-	s.q.push(event{at: at, kind: evRouterTimer, a: int32(ri), id: rs.timerGen})
+	e := event{at: at, kind: evRouterTimer, a: int32(ri)}
+	s.q.stamp(&e)
+	s.timers.set(rs.timer, e)
 }
 
 func (s *simulation) result() *Result {
