@@ -18,7 +18,8 @@
 //
 // The gateway measures the input tokens per second it serves (prompt tokens of
 // finished requests, cached or not) over three sliding windows, 5 s, 20 s and
-// 60 s, in 250 ms buckets. A window counts only once it holds at least
+// 60 s, of complete 250 ms buckets (the bucket being filled is left out, so a
+// rate does not sag at the start of each bucket). A window counts only once it holds at least
 // Config.TPSMinRequests requests; the reported InputTPS is the largest rate of
 // the windows that count (maximum weighting), falling back to the 60 s window
 // when none does. MaxInputTPS is the peak of InputTPS over the windows that

@@ -3,75 +3,84 @@ package gateway
 import "time"
 
 const (
-	tpsBucket  = 250 * time.Millisecond
-	tpsBuckets = 240 // 60 s
+	tpsBucket = 250 * time.Millisecond
+	// tpsRing holds the longest window plus the bucket being filled.
+	tpsRing = 240 + 1
 )
 
-// tpsWindows are the sliding windows in buckets, shortest first.
+// tpsWindows are the sliding windows in buckets, shortest first (5, 20, 60 s).
 var tpsWindows = [...]int{20, 80, 240}
 
-// tpsMeter keeps input tokens and request counts in a ring of buckets with a
-// running sum per window, so a rate costs O(windows), not O(buckets).
+// tpsMeter keeps input tokens and request counts in a ring of buckets. A
+// window covers the complete buckets before the one being filled, so its rate
+// never reads low for a bucket not yet full; running sums per window make a
+// rate cost O(windows), not O(buckets).
 type tpsMeter struct {
 	minRequests int
-	tokens      [tpsBuckets]float64
-	requests    [tpsBuckets]int
+	tokens      [tpsRing]float64
+	requests    [tpsRing]int
 	sumTokens   [len(tpsWindows)]float64
 	sumRequests [len(tpsWindows)]int
-	cur         int64 // index of the current bucket
+	cur         int64 // index of the bucket being filled
 }
 
 func newTPSMeter(minRequests int) tpsMeter { return tpsMeter{minRequests: minRequests} }
 
+// advance moves to the bucket of now: each bucket passed becomes complete and
+// enters every window, and the bucket that falls out of a window leaves it.
 func (m *tpsMeter) advance(now time.Duration) {
 	idx := int64(now / tpsBucket)
 	if idx <= m.cur {
 		return
 	}
-	if idx-m.cur >= tpsBuckets {
+	if idx-m.cur > int64(tpsWindows[len(tpsWindows)-1]) {
 		*m = tpsMeter{minRequests: m.minRequests, cur: idx}
 		return
 	}
 	for b := m.cur + 1; b <= idx; b++ {
+		done := b - 1
 		for w, n := range tpsWindows {
-			if old := b - int64(n); old >= 0 {
-				m.sumTokens[w] -= m.tokens[old%tpsBuckets]
-				m.sumRequests[w] -= m.requests[old%tpsBuckets]
+			m.sumTokens[w] += m.tokens[done%tpsRing]
+			m.sumRequests[w] += m.requests[done%tpsRing]
+			if old := done - int64(n); old >= 0 {
+				m.sumTokens[w] -= m.tokens[old%tpsRing]
+				m.sumRequests[w] -= m.requests[old%tpsRing]
 			}
 		}
-		m.tokens[b%tpsBuckets], m.requests[b%tpsBuckets] = 0, 0
+		m.tokens[b%tpsRing], m.requests[b%tpsRing] = 0, 0
 	}
 	m.cur = idx
 }
 
 func (m *tpsMeter) add(now time.Duration, tokens int) {
 	m.advance(now)
-	i := m.cur % tpsBuckets
+	i := m.cur % tpsRing
 	m.tokens[i] += float64(tokens)
 	m.requests[i]++
-	for w := range tpsWindows {
-		m.sumTokens[w] += float64(tokens)
-		m.sumRequests[w]++
-	}
 }
 
 // rate is the largest rate over the windows that hold enough requests, or the
 // longest window's rate if none does (then counted is false). A window longer
-// than the time elapsed is divided by the elapsed time (at least one bucket).
+// than the complete buckets so far is divided by their span.
 func (m *tpsMeter) rate(now time.Duration) (r float64, counted bool) {
 	m.advance(now)
+	if m.cur == 0 {
+		return 0, false
+	}
 	best := 0.0
 	for w, n := range tpsWindows {
-		span := min(time.Duration(n)*tpsBucket, max(now, tpsBucket))
-		r := m.sumTokens[w] / span.Seconds()
+		r := m.sumTokens[w] / m.span(n).Seconds()
 		if m.sumRequests[w] >= m.minRequests {
 			best, counted = max(best, r), true
 		}
 	}
 	if !counted {
 		last := len(tpsWindows) - 1
-		span := min(time.Duration(tpsWindows[last])*tpsBucket, max(now, tpsBucket))
-		return m.sumTokens[last] / span.Seconds(), false
+		return m.sumTokens[last] / m.span(tpsWindows[last]).Seconds(), false
 	}
 	return best, true
+}
+
+func (m *tpsMeter) span(n int) time.Duration {
+	return time.Duration(min(int64(n), m.cur)) * tpsBucket
 }

@@ -38,7 +38,7 @@
 // and under pulsar-waw its load is proportional to its weight: the weight feeds
 // itself, noise in the measurement drifts the shares, and the backends that
 // drift up saturate while others idle. On the homogeneous study fleet at 450
-// req/s the measured weights cut goodput from 443 to 264 req/s (mean of seeds
+// req/s the measured weights cut goodput from 443 to 249 req/s (mean of seeds
 // 1-3). The
 // measured-TPS reading stays available as the policy pulsar-waw-tps (or
 // Params.Weight = "max-input-tps"); it uses capacity weights for every backend
