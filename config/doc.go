@@ -13,7 +13,7 @@
 //	regions:
 //	  - name: usw2
 //	    routers: 3
-//	    rtt_ms: {usw2: 1, ue1: 64}   # round trips to every region (one-way = half)
+//	    rtt_ms: {usw2: 1, ue1: 64}   # round trips (one-way = half); to itself: 0 if left out
 //	    backends:
 //	      - {name: usw2-0, gpus: 7}
 //	      - {name: usw2-1, gpus: 4, profile: big}
