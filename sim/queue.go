@@ -30,8 +30,8 @@ type event struct {
 	// key orders simultaneous events: kind in the top byte, then the
 	// sequence number of the push.
 	key  uint64
-	id   uint64 // attempt, session, generation or stats slot
-	a, b int32  // backend/worker, router, region, failure kind
+	id   uint64 // attempt or session
+	a, b int32  // backend and worker, router, region and backend, failure kind
 	kind eventKind
 }
 
