@@ -31,5 +31,21 @@
 // Stats go out when something changed, at most one message per StatsCoalesce
 // (10 ms), and at least every HeartbeatInterval as a heartbeat.
 //
-// A Gateway is not safe for concurrent use; time is passed in by the caller.
+// # Worker slots, quarantine and fenced recovery
+//
+// Slots is the per-worker side of admission: each worker holds at most
+// MaxInflightPerWorker submissions (a submission keeps its permit until every
+// part of it ends), at most MaxWaitingRequests wait, and the rest are
+// rejected as overloaded. An uncertain completion (the request was sent and
+// the connection was lost, so the worker may still run it) quarantines every
+// slot of that worker. The quarantine ends only after the worker's leases have
+// drained and it answers a fence: the gateway's challenge carries the worker
+// id, the quarantine generation and a fresh nonce, signed with HMAC-SHA256;
+// the worker answers with a statement, signed with the same key, that it is
+// idle at that generation for that nonce. An answer with a bad signature, for
+// another generation or to any challenge but the outstanding one is rejected
+// and counted. An operator may release a worker that cannot answer.
+//
+// A Gateway and Slots are not safe for concurrent use; time is passed in by
+// the caller.
 package gateway
