@@ -154,6 +154,23 @@ func (w *Worker) CachedTokens(session uint64) int {
 	return 0
 }
 
+// Progress reports how many output tokens request id has produced and
+// whether the worker holds it (running or waiting). A live shell reads it
+// after each step to stream tokens at the pace of the model.
+func (w *Worker) Progress(id uint64) (generated int, ok bool) {
+	for _, s := range w.running {
+		if s.req.ID == id {
+			return s.generated, true
+		}
+	}
+	for _, s := range w.waiting {
+		if s.req.ID == id {
+			return s.generated, true
+		}
+	}
+	return 0, false
+}
+
 // Totals returns the worker's life counters.
 func (w *Worker) Totals() Totals { return w.totals }
 

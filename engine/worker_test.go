@@ -334,3 +334,18 @@ func TestTimeWeightedTotals(t *testing.T) {
 		t.Errorf("KV token-seconds %v, want %v", tot.KVTokenSeconds, kv)
 	}
 }
+
+func TestProgress(t *testing.T) {
+	w := newWorker(t, HalfProfile(), Options{MaxStepsPerRun: 1})
+	must(t, w.Submit(0, Request{ID: 1, Session: 1, PromptTokens: 100, OutputTokens: 3}))
+	for want := 0; want <= 2; want++ {
+		if g, ok := w.Progress(1); !ok || g != want {
+			t.Fatalf("progress %d %v, want %d", g, ok, want)
+		}
+		at, _ := w.NextEventAt()
+		w.Advance(at, nil)
+	}
+	if _, ok := w.Progress(1); ok {
+		t.Error("a finished request still in progress")
+	}
+}

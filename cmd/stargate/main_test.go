@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,5 +178,41 @@ func TestStudyRoutingQuick(t *testing.T) {
 	wg, _, _ = get("homo", "waw")
 	if pg < 0.97*wg || pg > 1.03*wg {
 		t.Errorf("homo: pulsar-waw goodput %.1f vs waw %.1f; want within 3%%", pg, wg)
+	}
+}
+
+// TestEngineServesAndStops: stargate engine answers on its port and stops
+// cleanly when its context ends.
+func TestEngineServesAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var errOut bytes.Buffer
+	codec := make(chan int, 1)
+	go func() {
+		codec <- run(ctx, []string{"engine", "--listen", "127.0.0.1:0", "--gpus", "2"}, pw, &errOut)
+		_ = pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	addr := strings.TrimSpace(strings.TrimPrefix(line, "stargate engine serving on "))
+	resp, err := http.Post(addr+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"completion_tokens":3`) {
+		t.Errorf("status %d: %s", resp.StatusCode, body)
+	}
+	cancel()
+	if code := <-codec; code != 0 {
+		t.Errorf("exit %d: %s", code, errOut.String())
+	}
+	if code, _, stderr := runCLI(t, "engine", "--profile", "tiny"); code != 2 || !strings.Contains(stderr, "unknown profile") {
+		t.Errorf("bad profile: exit %d, %q", code, stderr)
 	}
 }

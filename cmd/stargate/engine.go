@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	core "github.com/stargate-llm/stargate/engine"
+	"github.com/stargate-llm/stargate/serve/engine"
+)
+
+func newEngineCmd() *cobra.Command {
+	cfg := engine.DefaultConfig()
+	var profile, listen string
+	cmd := &cobra.Command{
+		Use:   "engine",
+		Short: "Serve a mock OpenAI-compatible engine whose GPUs run the engine model",
+		Long: `Serve POST /v1/chat/completions, POST /v1/completions, GET /v1/models and
+GET /health on --listen, with --gpus workers of the engine model on the real
+clock. Tokens stream at the pace of the model's steps.`,
+		Example: `  stargate engine --gpus 2 --listen 127.0.0.1:8001
+  curl -s 127.0.0.1:8001/v1/chat/completions -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":8}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := core.ProfileByName(profile)
+			if err != nil {
+				return usageError{err}
+			}
+			cfg.Profile = p
+			srv, err := engine.New(cfg, slog.Default())
+			if err != nil {
+				return usageError{err}
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return usagef("--listen %q: %v", listen, err)
+			}
+			return serve(cmd.Context(), cmd, ln, srv)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.GPUs, "gpus", cfg.GPUs, "GPU workers")
+	f.StringVar(&profile, "profile", "half", "engine profile: half or full")
+	f.StringVar(&cfg.Model, "model", cfg.Model, "model name served")
+	f.IntVar(&cfg.MaxModelLen, "max-model-len", cfg.MaxModelLen, "longest prompt plus output, in tokens")
+	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the output text")
+	f.StringVar(&listen, "listen", "127.0.0.1:8001", "address to listen on")
+	return cmd
+}
+
+// serve runs srv on ln until ctx ends, then shuts down gracefully.
+func serve(ctx context.Context, cmd *cobra.Command, ln net.Listener, srv *engine.Server) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	done := make(chan struct{})
+	go func() { srv.Run(ctx); close(done) }()
+	fmt.Fprintf(cmd.OutOrStdout(), "stargate engine serving on http://%s\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	_ = hs.Shutdown(shutdown)
+	cancel()
+	<-done
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return failure{err}
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/stargate-llm/stargate/cluster"
+	core "github.com/stargate-llm/stargate/engine"
+)
+
+// Config describes one mock engine.
+type Config struct {
+	GPUs        int
+	Profile     core.Profile
+	Model       string
+	MaxModelLen int
+	Seed        uint64
+	// MaxBodyBytes bounds a request body; zero means 8 MiB.
+	MaxBodyBytes int64
+	// DefaultMaxTokens is the output length when a request names none.
+	DefaultMaxTokens int
+}
+
+// DefaultConfig is one half-scale GPU serving "stargate-mock".
+func DefaultConfig() Config {
+	return Config{GPUs: 1, Profile: core.HalfProfile(), Model: "stargate-mock", MaxModelLen: 32768, Seed: 1,
+		MaxBodyBytes: 8 << 20, DefaultMaxTokens: 128}
+}
+
+// Validate reports what is wrong with a configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.GPUs < 1 || c.GPUs > 1024 {
+		errs = append(errs, fmt.Errorf("gpus must be 1-1024, got %d", c.GPUs))
+	}
+	if err := c.Profile.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Model == "" {
+		errs = append(errs, errors.New("model name is empty"))
+	}
+	if c.MaxModelLen < 2 || c.MaxModelLen > c.Profile.KVTokens {
+		errs = append(errs, fmt.Errorf("max_model_len must be 2-%d (the KV budget), got %d", c.Profile.KVTokens, c.MaxModelLen))
+	}
+	if c.MaxBodyBytes < 0 || c.DefaultMaxTokens < 1 {
+		errs = append(errs, fmt.Errorf("max body bytes must be >= 0 and default max tokens >= 1, got %d and %d", c.MaxBodyBytes, c.DefaultMaxTokens))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("engine config: %w", err)
+	}
+	return nil
+}
+
+// Server is a running mock engine. Create it with New, serve its Handler,
+// and stop it by cancelling the context given to Run.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	start time.Time
+
+	mu     sync.Mutex
+	cl     *cluster.Backend
+	active map[uint64]*stream
+	nextID uint64
+	poke   chan struct{}
+	// stopped closes when Run returns: handlers stop waiting for steps.
+	stopped chan struct{}
+}
+
+// stream is one request's state between the driver and its handler.
+type stream struct {
+	worker    int
+	generated int // tokens produced so far (driver writes, handler reads under mu)
+	done      bool
+	cached    int
+	notify    chan struct{} // capacity 1: "something changed"
+}
+
+// New builds a server; call Run to start its clock.
+func New(cfg Config, log *slog.Logger) (*Server, error) {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 8 << 20
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	// One step per event: the driver streams tokens after every step.
+	cl, err := cluster.New(cfg.GPUs, cfg.Profile, core.Options{MaxStepsPerRun: 1})
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, log: log, start: time.Now(), cl: cl, active: make(map[uint64]*stream),
+		poke: make(chan struct{}, 1), stopped: make(chan struct{})}, nil
+}
+
+func (s *Server) now() time.Duration { return time.Since(s.start) }
+
+// Run drives the workers on the real clock until ctx ends.
+func (s *Server) Run(ctx context.Context) {
+	defer close(s.stopped)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var events []core.Event
+	for {
+		s.mu.Lock()
+		now := s.now()
+		next := time.Duration(-1)
+		for w := range s.cl.Len() {
+			worker := s.cl.Worker(w)
+			for {
+				at, ok := worker.NextEventAt()
+				if !ok {
+					break
+				}
+				if at > now {
+					if next < 0 || at < next {
+						next = at
+					}
+					break
+				}
+				events = worker.Advance(at, events[:0])
+				s.deliver(w, events)
+			}
+		}
+		s.mu.Unlock()
+		wait := time.Hour
+		if next >= 0 {
+			wait = next - now
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.poke:
+		case <-timer.C:
+		}
+	}
+}
+
+// deliver tells the handlers of worker w's requests what its last step did.
+// Called with mu held.
+func (s *Server) deliver(w int, events []core.Event) {
+	worker := s.cl.Worker(w)
+	for id, st := range s.active {
+		if st.worker != w || st.done {
+			continue
+		}
+		if g, ok := worker.Progress(id); ok && g != st.generated {
+			st.generated = g
+			signal(st.notify)
+		}
+	}
+	for _, ev := range events {
+		if st, ok := s.active[ev.ID]; ok && ev.Kind == core.Finished {
+			st.generated, st.cached, st.done = ev.OutputTokens, ev.CachedTokens, true
+			signal(st.notify)
+		}
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// submit places a request on a worker and wakes the driver.
+func (s *Server) submit(session uint64, prompt, output int) (uint64, *stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	id := s.nextID
+	w, err := s.cl.Submit(s.now(), core.Request{ID: id, Session: session, PromptTokens: prompt, OutputTokens: output})
+	if err != nil {
+		return 0, nil, err
+	}
+	st := &stream{worker: w, notify: make(chan struct{}, 1)}
+	s.active[id] = st
+	signal(s.poke)
+	return id, st, nil
+}
+
+// read returns what the driver has produced for a request so far.
+func (s *Server) read(st *stream) (generated, cached int, done bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return st.generated, st.cached, st.done
+}
+
+// finish forgets a request; if it is still running, the worker drops it.
+func (s *Server) finish(id uint64, st *stream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !st.done {
+		s.cl.Worker(st.worker).Cancel(s.now(), id)
+		signal(s.poke)
+	}
+	delete(s.active, id)
+}
+
+// Active is the number of requests the server holds.
+func (s *Server) Active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.active)
+}
+
+// Handler serves the OpenAI-compatible API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, true) })
+	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, false) })
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	return mux
+}
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []map[string]any{{"id": s.cfg.Model, "object": "model", "created": 0, "owned_by": "stargate",
+			"root": s.cfg.Model, "max_model_len": s.cfg.MaxModelLen}},
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// apiError writes an error in the shape vLLM's OpenAI server uses.
+func apiError(w http.ResponseWriter, status int, typ, msg string) {
+	if status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusNotFound {
+		w.Header().Set("x-should-retry", "false")
+	}
+	writeJSON(w, status, map[string]any{"object": "error", "message": msg, "type": typ, "param": nil, "code": status})
+}
+
+// sessionKey is X-Session-ID, else the body's user, else a hash of the
+// leading messages.
+func sessionKey(r *http.Request, user string, lead string) uint64 {
+	if h := r.Header.Get("X-Session-ID"); h != "" {
+		return xxhash.Sum64String("h:" + h)
+	}
+	if user != "" {
+		return xxhash.Sum64String("u:" + user)
+	}
+	return xxhash.Sum64String("m:" + lead)
+}
