@@ -4,8 +4,14 @@
 //
 // Endpoints: POST /v1/chat/completions and POST /v1/completions (streaming
 // with server-sent events ending in "data: [DONE]", stream_options
-// include_usage, or one JSON answer), GET /v1/models (with max_model_len) and
-// GET /health.
+// include_usage, or one JSON answer), GET /v1/models (with max_model_len),
+// GET /health and GET /metrics with vLLM's metric names:
+// vllm:num_requests_running, vllm:num_requests_waiting,
+// vllm:kv_cache_usage_perc, vllm:prefix_cache_queries_total,
+// vllm:prefix_cache_hits_total (prompt tokens looked up and found),
+// vllm:prompt_tokens_total, vllm:generation_tokens_total,
+// vllm:time_to_first_token_seconds, vllm:e2e_request_latency_seconds and
+// vllm:cache_config_info.
 //
 // Tokens are counted without a tokenizer, deterministically: a text of n
 // bytes is (n+3)/4 tokens, and each chat message adds 4 tokens for its role

@@ -73,11 +73,14 @@ type Server struct {
 	poke   chan struct{}
 	// stopped closes when Run returns: handlers stop waiting for steps.
 	stopped chan struct{}
+	metrics *metrics
 }
 
 // stream is one request's state between the driver and its handler.
 type stream struct {
 	worker    int
+	submitted time.Duration
+	prompt    int
 	generated int // tokens produced so far (driver writes, handler reads under mu)
 	done      bool
 	cached    int
@@ -100,8 +103,10 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: log, start: time.Now(), cl: cl, active: make(map[uint64]*stream),
-		poke: make(chan struct{}, 1), stopped: make(chan struct{})}, nil
+	s := &Server{cfg: cfg, log: log, start: time.Now(), cl: cl, active: make(map[uint64]*stream),
+		poke: make(chan struct{}, 1), stopped: make(chan struct{})}
+	s.metrics = newMetrics(s)
+	return s, nil
 }
 
 func (s *Server) now() time.Duration { return time.Since(s.start) }
@@ -157,13 +162,24 @@ func (s *Server) deliver(w int, events []core.Event) {
 			continue
 		}
 		if g, ok := worker.Progress(id); ok && g != st.generated {
+			if st.generated == 0 {
+				s.metrics.ttft.Observe((s.now() - st.submitted).Seconds())
+			}
 			st.generated = g
 			signal(st.notify)
 		}
 	}
 	for _, ev := range events {
 		if st, ok := s.active[ev.ID]; ok && ev.Kind == core.Finished {
+			if st.generated == 0 {
+				s.metrics.ttft.Observe((s.now() - st.submitted).Seconds())
+			}
 			st.generated, st.cached, st.done = ev.OutputTokens, ev.CachedTokens, true
+			s.metrics.e2e.Observe((s.now() - st.submitted).Seconds())
+			s.metrics.prefixQueries.Add(float64(ev.PromptTokens))
+			s.metrics.prefixHits.Add(float64(ev.CachedTokens))
+			s.metrics.promptTokens.Add(float64(ev.PromptTokens))
+			s.metrics.generationToks.Add(float64(ev.OutputTokens))
 			signal(st.notify)
 		}
 	}
@@ -186,7 +202,7 @@ func (s *Server) submit(session uint64, prompt, output int) (uint64, *stream, er
 	if err != nil {
 		return 0, nil, err
 	}
-	st := &stream{worker: w, notify: make(chan struct{}, 1)}
+	st := &stream{worker: w, submitted: s.now(), prompt: prompt, notify: make(chan struct{}, 1)}
 	s.active[id] = st
 	signal(s.poke)
 	return id, st, nil
@@ -224,6 +240,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, false) })
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.Handle("GET /metrics", s.metrics.handler())
 	return mux
 }
 

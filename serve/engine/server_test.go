@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
 )
 
@@ -246,18 +248,18 @@ func TestClientGoneCancels(t *testing.T) {
 	}
 	cancel()
 	_ = resp.Body.Close()
+	// The request leaves the server at once and the worker at the end of
+	// the step in progress.
 	deadline := time.Now().Add(5 * time.Second)
-	for srv.Active() != 0 {
+	for {
+		running, _, _ := srv.load()
+		if srv.Active() == 0 && running == 0 {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d requests still held 5 s after the client left", srv.Active())
+			t.Fatalf("%d requests held, %d sequences running 5 s after the client left", srv.Active(), running)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	srv.mu.Lock()
-	running := srv.cl.Worker(0).Running()
-	srv.mu.Unlock()
-	if running != 0 {
-		t.Errorf("worker still runs %d sequences", running)
 	}
 }
 
@@ -266,5 +268,54 @@ func TestConfigValidate(t *testing.T) {
 	bad.GPUs, bad.Model, bad.MaxModelLen = 0, "", 1
 	if _, err := New(bad, nil); err == nil {
 		t.Error("invalid config accepted")
+	}
+}
+
+func TestMetricsUseVLLMNames(t *testing.T) {
+	_, url := start(t, nil)
+	h := map[string]string{"X-Session-ID": "m"}
+	post(t, url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"`+strings.Repeat("b", 400)+`"}],"max_tokens":2}`, h)
+	post(t, url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"`+strings.Repeat("b", 400)+`"},{"role":"user","content":"and"}],"max_tokens":2}`, h)
+	r, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Body.Close() }()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(r.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := func(name string) float64 {
+		f, ok := families[name]
+		if !ok || len(f.GetMetric()) == 0 {
+			t.Fatalf("no metric %s", name)
+		}
+		m := f.GetMetric()[0]
+		switch {
+		case m.GetCounter() != nil:
+			return m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue()
+		case m.GetHistogram() != nil:
+			return float64(m.GetHistogram().GetSampleCount())
+		}
+		return 0
+	}
+	// Prompts of 104 and 109 tokens; the second found 106 cached (104 + 2).
+	for name, want := range map[string]float64{
+		"vllm:prefix_cache_queries_total":  213,
+		"vllm:prefix_cache_hits_total":     106,
+		"vllm:generation_tokens_total":     4,
+		"vllm:time_to_first_token_seconds": 2,
+		"vllm:e2e_request_latency_seconds": 2,
+		"vllm:num_requests_running":        0,
+		"vllm:num_requests_waiting":        0,
+		"vllm:kv_cache_usage_perc":         0,
+		"vllm:cache_config_info":           1,
+	} {
+		if got := value(name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
 	}
 }
