@@ -258,12 +258,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// apiError writes an error in the shape vLLM's OpenAI server uses.
+// apiError writes an error in the shape of vLLM's OpenAI server (since it
+// adopted OpenAI's own): {"error": {"message", "type", "param", "code"}}.
 func apiError(w http.ResponseWriter, status int, typ, msg string) {
 	if status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusNotFound {
 		w.Header().Set("x-should-retry", "false")
 	}
-	writeJSON(w, status, map[string]any{"object": "error", "message": msg, "type": typ, "param": nil, "code": status})
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": status}})
 }
 
 // sessionKey is X-Session-ID, else the body's user, else a hash of the

@@ -195,14 +195,17 @@ func TestBadRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, b := post(t, url+tt.path, tt.body, nil)
-			var e struct {
-				Object, Message string
-				Code            int
+			var body struct {
+				Error struct {
+					Message, Type string
+					Code          int
+				}
 			}
-			if err := json.Unmarshal(b, &e); err != nil {
+			if err := json.Unmarshal(b, &body); err != nil {
 				t.Fatalf("error body is not JSON: %s", b)
 			}
-			if resp.StatusCode != tt.status || e.Object != "error" || e.Code != tt.status || !strings.Contains(e.Message, tt.want) {
+			e := body.Error
+			if resp.StatusCode != tt.status || e.Type == "" || e.Code != tt.status || !strings.Contains(e.Message, tt.want) {
 				t.Errorf("status %d body %s; want %d with %q", resp.StatusCode, b, tt.status, tt.want)
 			}
 		})
