@@ -234,3 +234,38 @@ func mapKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// LoadProfile reads a built-in engine profile ("half", "full") or a YAML file
+// holding one profile's fields (base_ms, per_decode_seq_ms, ...), strictly.
+func LoadProfile(nameOrPath string) (engine.Profile, error) {
+	if p, err := engine.ProfileByName(nameOrPath); err == nil {
+		return p, nil
+	}
+	file, err := os.Open(nameOrPath)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return engine.Profile{}, fmt.Errorf("profile %q is neither a built-in profile (half, full) nor a file", nameOrPath)
+		}
+		return engine.Profile{}, fmt.Errorf("reading profile file: %w", err)
+	}
+	defer func() { _ = file.Close() }()
+	data, err := io.ReadAll(io.LimitReader(file, MaxFileBytes+1))
+	if err != nil {
+		return engine.Profile{}, fmt.Errorf("reading profile file: %w", err)
+	}
+	if len(data) > MaxFileBytes {
+		return engine.Profile{}, fmt.Errorf("profile file %s is larger than the %d-byte limit", nameOrPath, MaxFileBytes)
+	}
+	p := engine.HalfProfile()
+	p.Name = strings.TrimSuffix(strings.TrimSuffix(baseName(nameOrPath), ".yaml"), ".yml")
+	if err := decode(yaml.NewDecoder(bytes.NewReader(data), yaml.DisallowUnknownField()), &p); err != nil {
+		if errors.Is(err, io.EOF) {
+			return engine.Profile{}, fmt.Errorf("profile file %s is empty", nameOrPath)
+		}
+		return engine.Profile{}, fmt.Errorf("profile file %s:\n%s", nameOrPath, yaml.FormatError(err, false, true))
+	}
+	if err := p.Validate(); err != nil {
+		return engine.Profile{}, fmt.Errorf("profile file %s: %w", nameOrPath, err)
+	}
+	return p, nil
+}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	core "github.com/stargate-llm/stargate/engine"
+	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/serve/engine"
 )
 
@@ -28,7 +28,7 @@ clock. Tokens stream at the pace of the model's steps.`,
   curl -s 127.0.0.1:8001/v1/chat/completions -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":8}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := core.ProfileByName(profile)
+			p, err := config.LoadProfile(profile)
 			if err != nil {
 				return usageError{err}
 			}
@@ -46,7 +46,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.GPUs, "gpus", cfg.GPUs, "GPU workers")
-	f.StringVar(&profile, "profile", "half", "engine profile: half or full")
+	f.StringVar(&profile, "profile", "half", "engine profile: half, full or a YAML file of profile fields (base_ms, per_decode_seq_ms, ...)")
 	f.StringVar(&cfg.Model, "model", cfg.Model, "model name served")
 	f.IntVar(&cfg.MaxModelLen, "max-model-len", cfg.MaxModelLen, "longest prompt plus output, in tokens")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the output text")

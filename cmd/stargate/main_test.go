@@ -212,7 +212,7 @@ func TestEngineServesAndStops(t *testing.T) {
 	if code := <-codec; code != 0 {
 		t.Errorf("exit %d: %s", code, errOut.String())
 	}
-	if code, _, stderr := runCLI(t, "engine", "--profile", "tiny"); code != 2 || !strings.Contains(stderr, "unknown profile") {
+	if code, _, stderr := runCLI(t, "engine", "--profile", "tiny"); code != 2 || !strings.Contains(stderr, "neither a built-in profile") {
 		t.Errorf("bad profile: exit %d, %q", code, stderr)
 	}
 }
