@@ -195,7 +195,7 @@ func (w *Worker) Submit(now time.Duration, r Request) error {
 	if r.PromptTokens <= 0 || r.OutputTokens <= 0 {
 		return fmt.Errorf("engine: request %d needs prompt and output tokens > 0, got %d and %d", r.ID, r.PromptTokens, r.OutputTokens)
 	}
-	if r.PromptTokens+r.OutputTokens > w.prof.KVTokens {
+	if r.OutputTokens > w.prof.KVTokens-r.PromptTokens { // no sum: it could overflow
 		return fmt.Errorf("%w: %d prompt + %d output tokens > %d", ErrTooLong, r.PromptTokens, r.OutputTokens, w.prof.KVTokens)
 	}
 	w.waiting = append(w.waiting, &seq{req: r, target: r.PromptTokens})

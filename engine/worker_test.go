@@ -181,6 +181,7 @@ func TestSubmitRejectsImpossibleRequests(t *testing.T) {
 		{ID: 1, PromptTokens: 0, OutputTokens: 1},
 		{ID: 2, PromptTokens: 10, OutputTokens: 0},
 		{ID: 3, PromptTokens: 499_999, OutputTokens: 2},
+		{ID: 4, PromptTokens: 10, OutputTokens: math.MaxInt}, // the sum would overflow
 	} {
 		if err := w.Submit(0, r); err == nil {
 			t.Errorf("Submit(%+v) = nil, want an error", r)

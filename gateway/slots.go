@@ -195,6 +195,9 @@ func (s *Slots) wake(out []Grant) []Grant {
 // An Uncertain outcome quarantines its worker. Submissions woken into freed
 // permits are returned.
 func (s *Slots) Release(id uint64, o Outcome) ([]Grant, error) {
+	if o != Completed && o != Uncertain {
+		return nil, fmt.Errorf("gateway slots: release of %d with outcome %d: want Completed or Uncertain", id, o)
+	}
 	w, ok := s.held[id]
 	if !ok {
 		return nil, fmt.Errorf("%w: %d", ErrUnknownRequest, id)
@@ -262,11 +265,11 @@ func (s *Slots) Challenge(w int, nonce [16]byte) (Challenge, error) {
 	if sw.inflight > 0 {
 		return Challenge{}, fmt.Errorf("worker %d (%d leases): %w", w, sw.inflight, ErrLeasesNotDrain)
 	}
-	if sw.used[nonce] {
+	if sw.used[nonce] || (sw.challenge != nil && sw.challenge.Nonce == nonce) {
 		return Challenge{}, fmt.Errorf("worker %d: nonce already used; bring a fresh one", w)
 	}
 	if sw.challenge != nil {
-		sw.used[sw.challenge.Nonce] = true
+		sw.used[sw.challenge.Nonce] = true // superseded
 	}
 	c := Challenge{Worker: w, Generation: sw.generation, Nonce: nonce}
 	c.Signature = sign(s.key, "fence", w, c.Generation, nonce)

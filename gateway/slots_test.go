@@ -209,14 +209,21 @@ func TestAuthenticatedRecovery(t *testing.T) {
 	t.Run("replayed nonce", func(t *testing.T) {
 		s := quarantined(t)
 		c1, _ := s.Challenge(0, nonce(1))
-		c2, _ := s.Challenge(0, nonce(2)) // supersedes c1
+		if _, err := s.Challenge(0, nonce(2)); err != nil { // supersedes c1
+			t.Fatal(err)
+		}
 		if _, err := s.Fence(SignIdle(testKey, c1)); !errors.Is(err, ErrReplayedNonce) || !s.Quarantined(0) {
 			t.Fatalf("answer to a superseded challenge: %v", err)
 		}
 		if _, err := s.Challenge(0, nonce(1)); err == nil {
 			t.Fatal("a used nonce was accepted for a new challenge")
 		}
-		if _, err := s.Fence(SignIdle(testKey, c2)); err != nil {
+		// Re-challenging with the outstanding nonce supersedes it too.
+		if _, err := s.Challenge(0, nonce(2)); err == nil {
+			t.Fatal("the outstanding nonce was accepted again")
+		}
+		c3, _ := s.Challenge(0, nonce(3))
+		if _, err := s.Fence(SignIdle(testKey, c3)); err != nil {
 			t.Fatal(err)
 		}
 		if s.Fences().Replayed != 1 || s.Fences().Recovered != 1 {
@@ -332,5 +339,10 @@ func TestSlotsConfigValidate(t *testing.T) {
 	}
 	if _, err := NewSlots(0, DefaultSlotsConfig(), testKey); err == nil {
 		t.Error("zero workers accepted")
+	}
+	s := newSlots(t, 1, 1, 1)
+	acquire(t, s, 1)
+	if _, err := s.Release(1, 0); err == nil {
+		t.Error("a release without an outcome was accepted")
 	}
 }

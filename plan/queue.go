@@ -78,9 +78,12 @@ func (q Queue) MeanWait() float64 {
 	return ErlangC(q.Servers, q.Load()) / q.decay()
 }
 
-// WaitQuantile is the approximate p-quantile (0 < p < 1) of the time in
-// queue, in seconds; +Inf if unstable.
+// WaitQuantile is the approximate p-quantile (0 < p < 1, else NaN) of the
+// time in queue, in seconds; +Inf if unstable.
 func (q Queue) WaitQuantile(p float64) float64 {
+	if !(p > 0 && p < 1) {
+		return math.NaN()
+	}
 	if !q.Stable() {
 		return math.Inf(1)
 	}

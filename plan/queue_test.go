@@ -64,6 +64,9 @@ func TestKimuraWait(t *testing.T) {
 	if got, want := mm1.WaitQuantile(0.99), math.Log(0.5/0.01)/0.5; math.Abs(got-want) > 1e-12 {
 		t.Errorf("M/M/1 P99 wait %v, want %v", got, want)
 	}
+	if !math.IsNaN(mm1.WaitQuantile(1)) || !math.IsNaN(mm1.WaitQuantile(0)) {
+		t.Error("a quantile outside (0, 1) did not give NaN")
+	}
 	if got := mm1.WaitQuantile(0.4); got != 0 {
 		t.Errorf("quantile below P(wait) = %v, want 0", got)
 	}

@@ -68,6 +68,9 @@ func ReadMooncake(r io.Reader) ([]TraceRequest, error) {
 		if err := dec.Decode(&m); err != nil {
 			return nil, fmt.Errorf("mooncake trace line %d: %w", line, err)
 		}
+		if dec.More() {
+			return nil, fmt.Errorf("mooncake trace line %d: more than one JSON value on the line", line)
+		}
 		if m.Timestamp == nil || m.InputLength == nil || m.OutputLength == nil {
 			return nil, fmt.Errorf("mooncake trace line %d: timestamp, input_length and output_length are required", line)
 		}
@@ -81,8 +84,9 @@ func ReadMooncake(r io.Reader) ([]TraceRequest, error) {
 		}
 		prev = at
 		in, outTokens := *m.InputLength, *m.OutputLength
-		if in < 1 || outTokens < 0 {
-			return nil, fmt.Errorf("mooncake trace line %d: input_length must be >= 1 and output_length >= 0, got %d and %d", line, in, outTokens)
+		if in < 1 || outTokens < 0 || in > maxTraceTokens || outTokens > maxTraceTokens {
+			return nil, fmt.Errorf("mooncake trace line %d: input_length must be 1-%d and output_length 0-%d, got %d and %d",
+				line, maxTraceTokens, maxTraceTokens, in, outTokens)
 		}
 		if want := (in + MooncakeBlockSize - 1) / MooncakeBlockSize; m.HashIDs != nil && len(m.HashIDs) != want {
 			return nil, fmt.Errorf("mooncake trace line %d: %d hash_ids for %d input tokens, want %d (one per %d-token block)",
@@ -91,7 +95,7 @@ func ReadMooncake(r io.Reader) ([]TraceRequest, error) {
 		out = append(out, TraceRequest{Arrival: at, InputTokens: in, OutputTokens: outTokens, BlockHashes: m.HashIDs})
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("mooncake trace: %w", err)
+		return nil, fmt.Errorf("mooncake trace after line %d: %w", len(out), err)
 	}
 	if len(out) == 0 {
 		return nil, errors.New("mooncake trace: no requests")
@@ -99,8 +103,21 @@ func ReadMooncake(r io.Reader) ([]TraceRequest, error) {
 	return out, nil
 }
 
-// azureTime is the Azure LLM inference trace's timestamp layout.
-const azureTime = "2006-01-02 15:04:05.999999999"
+// azureTimes are the Azure LLM inference traces' timestamp layouts (2023
+// without a zone, 2024 with one).
+var azureTimes = []string{"2006-01-02 15:04:05.999999999", "2006-01-02 15:04:05.999999999-07:00"}
+
+func parseAzureTime(s string) (t time.Time, err error) {
+	for _, layout := range azureTimes {
+		if t, err = time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return t, err
+}
+
+// maxTraceTokens bounds a request's token counts.
+const maxTraceTokens = 1 << 30
 
 // ReadAzure reads an Azure LLM inference trace CSV with the header
 // TIMESTAMP,ContextTokens,GeneratedTokens. Arrivals are relative to the
@@ -129,14 +146,14 @@ func ReadAzure(r io.Reader) ([]TraceRequest, error) {
 		if len(out) >= maxTraceRequests {
 			return nil, fmt.Errorf("azure trace: more than %d requests", maxTraceRequests)
 		}
-		t, err := time.Parse(azureTime, strings.TrimSpace(rec[0]))
+		t, err := parseAzureTime(strings.TrimSpace(rec[0]))
 		if err != nil {
-			return nil, fmt.Errorf("azure trace row %d: timestamp %q: want like 2023-11-16 18:15:46.6805900", row, rec[0])
+			return nil, fmt.Errorf("azure trace row %d: timestamp %q: want like 2023-11-16 18:15:46.6805900 or 2024-05-10 00:00:00.009930+00:00", row, rec[0])
 		}
 		in, err1 := strconv.Atoi(strings.TrimSpace(rec[1]))
 		gen, err2 := strconv.Atoi(strings.TrimSpace(rec[2]))
-		if err1 != nil || err2 != nil || in < 1 || gen < 0 {
-			return nil, fmt.Errorf("azure trace row %d: ContextTokens %q and GeneratedTokens %q must be integers >= 1 and >= 0", row, rec[1], rec[2])
+		if err1 != nil || err2 != nil || in < 1 || gen < 0 || in > maxTraceTokens || gen > maxTraceTokens {
+			return nil, fmt.Errorf("azure trace row %d: ContextTokens %q and GeneratedTokens %q must be integers, >= 1 and >= 0, at most %d", row, rec[1], rec[2], maxTraceTokens)
 		}
 		if len(out) == 0 {
 			first = t
@@ -173,9 +190,10 @@ func TraceCDF(reqs []TraceRequest, points int) (CDF, error) {
 	}
 	slices.Sort(totals)
 	var cdf CDF
+	n := len(totals)
 	for k := 1; k <= points; k++ {
 		frac := float64(k) / float64(points)
-		idx := int(math.Ceil(frac*float64(len(totals)))) - 1
+		idx := (k*n+points-1)/points - 1 // ceil(k n / points) - 1, in integers: no rounding
 		tokens := float64(totals[max(idx, 0)])
 		if n := len(cdf); n > 0 && cdf[n-1][0] == tokens {
 			cdf[n-1][1] = frac

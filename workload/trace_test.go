@@ -74,9 +74,11 @@ func TestReadMooncakeErrors(t *testing.T) {
 		{"missing field", `{"timestamp": 0, "input_length": 1}`, "are required"},
 		{"negative time", `{"timestamp": -1, "input_length": 1, "output_length": 1}`, "not a time"},
 		{"backwards", "{\"timestamp\": 5, \"input_length\": 1, \"output_length\": 1}\n{\"timestamp\": 4, \"input_length\": 1, \"output_length\": 1}", "line 2: timestamp 4 ms goes back"},
-		{"zero input", `{"timestamp": 0, "input_length": 0, "output_length": 1}`, "input_length must be >= 1"},
+		{"zero input", `{"timestamp": 0, "input_length": 0, "output_length": 1}`, "input_length must be 1-"},
 		{"hash count", `{"timestamp": 0, "input_length": 1025, "output_length": 1, "hash_ids": [0, 1]}`, "2 hash_ids for 1025 input tokens, want 3"},
 		{"empty", "\n\n", "no requests"},
+		{"two values", `{"timestamp": 0, "input_length": 1, "output_length": 1} {"x": 1}`, "more than one JSON value"},
+		{"huge length", `{"timestamp": 0, "input_length": 9223372036854775807, "output_length": 1}`, "input_length must be 1-"},
 	}
 	for _, tt := range tests {
 		if _, err := ReadMooncake(strings.NewReader(tt.in)); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -95,6 +97,11 @@ func TestReadAzure(t *testing.T) {
 	}
 	if len(reqs) != 2 || reqs[1].Arrival != 4314579*time.Microsecond || reqs[1].InputTokens != 396 || reqs[1].OutputTokens != 109 {
 		t.Errorf("requests %+v", reqs)
+	}
+	// The 2024 trace writes its zone.
+	in2024 := "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00.009930+00:00,2162,5\n2024-05-10 00:00:00.019930+00:00,10,1\n"
+	if reqs, err = ReadAzure(strings.NewReader(in2024)); err != nil || reqs[1].Arrival != 10*time.Millisecond {
+		t.Errorf("2024 trace: %+v %v", reqs, err)
 	}
 	for name, tt := range map[string]struct{ in, want string }{
 		"bad header":    {"time,in,out\n", "want TIMESTAMP,ContextTokens,GeneratedTokens"},
@@ -125,6 +132,17 @@ func TestTraceCDF(t *testing.T) {
 	for i := range want {
 		if cdf[i] != want[i] {
 			t.Errorf("cdf %v, want %v", cdf, want)
+		}
+	}
+	// Every quantile of 1..100 at 100 points is exact (no float rounding).
+	var hundred []TraceRequest
+	for i := 1; i <= 100; i++ {
+		hundred = append(hundred, TraceRequest{InputTokens: i})
+	}
+	cdf100, _ := TraceCDF(hundred, 100)
+	for i, pt := range cdf100 {
+		if pt[0] != float64(i+1) {
+			t.Fatalf("point %d = %v, want %d tokens", i, pt, i+1)
 		}
 	}
 	if _, err := TraceCDF(nil, 4); err == nil {

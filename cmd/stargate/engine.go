@@ -56,11 +56,13 @@ clock. Tokens stream at the pace of the model's steps.`,
 
 // serve runs srv on ln until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, cmd *cobra.Command, ln net.Listener, srv *engine.Server) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The engine's clock outlives the signal: requests in flight get the
+	// shutdown grace to finish, then the clock stops.
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	done := make(chan struct{})
-	go func() { srv.Run(ctx); close(done) }()
+	go func() { srv.Run(runCtx); close(done) }()
 	fmt.Fprintf(cmd.OutOrStdout(), "stargate engine serving on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -72,7 +74,7 @@ func serve(ctx context.Context, cmd *cobra.Command, ln net.Listener, srv *engine
 	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	_ = hs.Shutdown(shutdown)
-	cancel()
+	stopRun()
 	<-done
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return failure{err}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -183,6 +184,17 @@ func TestStudyRoutingQuick(t *testing.T) {
 
 // TestEngineServesAndStops: stargate engine answers on its port and stops
 // cleanly when its context ends.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	r, err := http.Get(addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = r.Body.Close() }()
+	b, _ := io.ReadAll(r.Body)
+	return string(b)
+}
+
 func TestEngineServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -208,7 +220,33 @@ func TestEngineServesAndStops(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"completion_tokens":3`) {
 		t.Errorf("status %d: %s", resp.StatusCode, body)
 	}
+	// A request in flight when the signal comes still finishes: the engine's
+	// clock runs until the server has drained (about 0.4 s of steps here).
+	inflight := make(chan int, 1)
+	go func() {
+		r, err := http.Post(addr+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":40}`))
+		if err != nil {
+			inflight <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = r.Body.Close()
+		inflight <- r.StatusCode
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if strings.Contains(scrape(t, addr), "vllm:num_requests_running{model_name=\"stargate-mock\"} 1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	cancel()
+	if code := <-inflight; code != http.StatusOK {
+		t.Errorf("request in flight at shutdown: status %d, want 200", code)
+	}
 	if code := <-codec; code != 0 {
 		t.Errorf("exit %d: %s", code, errOut.String())
 	}

@@ -128,6 +128,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		apiError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
 	}
+	if req.StreamOptions != nil && !req.Stream {
+		apiError(w, http.StatusBadRequest, "BadRequestError", "stream_options is only allowed when stream is true")
+		return
+	}
 	if req.N != nil && *req.N != 1 {
 		apiError(w, http.StatusBadRequest, "BadRequestError", "n must be 1: this engine returns one choice")
 		return
@@ -151,10 +155,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 			return
 		}
 	}
-	if prompt+maxTokens > s.cfg.MaxModelLen {
+	if maxTokens > s.cfg.MaxModelLen-prompt { // not prompt+maxTokens: that can overflow
 		apiError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			s.cfg.MaxModelLen, prompt+maxTokens, prompt, maxTokens))
+			s.cfg.MaxModelLen, int64(prompt)+int64(maxTokens), prompt, maxTokens))
 		return
 	}
 	id, st, err := s.submit(sessionKey(r, req.User, lead), prompt, maxTokens)
@@ -221,7 +225,9 @@ func (s *Server) streamOut(w http.ResponseWriter, r *http.Request, st *stream, o
 			return
 		case <-s.stopped:
 			// Never a silently truncated stream: say why it ends.
-			_ = writeEvent(w, map[string]any{"error": map[string]any{"message": "the engine is shutting down", "type": "ServiceUnavailableError", "code": 503}})
+			_ = writeEvent(w, map[string]any{"error": map[string]any{"message": "the engine is shutting down",
+				"type": "ServiceUnavailableError", "param": nil, "code": 503}})
+			_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
 			return
 		case <-st.notify:
 		}

@@ -44,6 +44,7 @@ func TestOpenAIClientConformance(t *testing.T) {
 	}
 
 	// A prompt past max_model_len: the client sees a 400 with vLLM's message.
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{}
 	params.MaxTokens = openai.Int(100_000)
 	_, err = client.Chat.Completions.New(ctx, params)
 	var apiErr *openai.Error

@@ -74,6 +74,7 @@ type Server struct {
 	// stopped closes when Run returns: handlers stop waiting for steps.
 	stopped chan struct{}
 	metrics *metrics
+	events  []core.Event // scratch for advance
 }
 
 // stream is one request's state between the driver and its handler.
@@ -116,28 +117,10 @@ func (s *Server) Run(ctx context.Context) {
 	defer close(s.stopped)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var events []core.Event
 	for {
 		s.mu.Lock()
 		now := s.now()
-		next := time.Duration(-1)
-		for w := range s.cl.Len() {
-			worker := s.cl.Worker(w)
-			for {
-				at, ok := worker.NextEventAt()
-				if !ok {
-					break
-				}
-				if at > now {
-					if next < 0 || at < next {
-						next = at
-					}
-					break
-				}
-				events = worker.Advance(at, events[:0])
-				s.deliver(w, events)
-			}
-		}
+		next := s.advance(now)
 		s.mu.Unlock()
 		wait := time.Hour
 		if next >= 0 {
@@ -151,6 +134,30 @@ func (s *Server) Run(ctx context.Context) {
 		case <-timer.C:
 		}
 	}
+}
+
+// advance runs every step that has ended by now and returns when the next one
+// ends (-1 if all workers are idle). Called with mu held.
+func (s *Server) advance(now time.Duration) time.Duration {
+	next := time.Duration(-1)
+	for w := range s.cl.Len() {
+		worker := s.cl.Worker(w)
+		for {
+			at, ok := worker.NextEventAt()
+			if !ok {
+				break
+			}
+			if at > now {
+				if next < 0 || at < next {
+					next = at
+				}
+				break
+			}
+			s.events = worker.Advance(at, s.events[:0])
+			s.deliver(w, s.events)
+		}
+	}
+	return next
 }
 
 // deliver tells the handlers of worker w's requests what its last step did.
@@ -198,7 +205,11 @@ func (s *Server) submit(session uint64, prompt, output int) (uint64, *stream, er
 	defer s.mu.Unlock()
 	s.nextID++
 	id := s.nextID
-	w, err := s.cl.Submit(s.now(), core.Request{ID: id, Session: session, PromptTokens: prompt, OutputTokens: output})
+	now := s.now()
+	// The driver may not have woken yet for steps that ended: run them first,
+	// so the request joins the worker as it is now, not as it was.
+	s.advance(now)
+	w, err := s.cl.Submit(now, core.Request{ID: id, Session: session, PromptTokens: prompt, OutputTokens: output})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -191,6 +191,8 @@ func TestBadRequests(t *testing.T) {
 		{"too long", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 400) + `"}],"max_tokens":10}`, 400, "maximum context length is 100 tokens. However, you requested 114 tokens (104 in the messages, 10 in the completion)"},
 		{"body too large", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 20_000) + `"}]}`, 413, "larger than 10000 bytes"},
 		{"empty prompt", "/v1/completions", `{"prompt":""}`, 400, "prompt is empty"},
+		{"max_tokens overflow", "/v1/chat/completions", `{"max_tokens":9223372036854775807,"messages":[{"role":"user","content":"hi"}]}`, 400, "maximum context length"},
+		{"stream_options without stream", "/v1/chat/completions", `{"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, 400, "only allowed when stream is true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
