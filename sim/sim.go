@@ -10,6 +10,7 @@ import (
 	"github.com/stargate-llm/stargate/cluster"
 	"github.com/stargate-llm/stargate/engine"
 	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/internal/mix"
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/router"
@@ -25,12 +26,12 @@ const (
 	streamPolicies
 )
 
-// subSeed derives a stream's seed from the run's seed (splitmix64).
+// subSeed derives a stream's seed from the run's seed. (Mix64 adds the
+// golden-ratio increment itself; subtracting it keeps the seeds, and so the
+// published results, of the first version of this function.)
 func subSeed(seed, stream uint64) uint64 {
-	x := seed ^ stream*0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
+	const golden = 0x9e3779b97f4a7c15
+	return mix.Mix64(seed ^ stream*golden - golden)
 }
 
 // Result is what one run measured.

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/stargate-llm/stargate/internal/mix"
 )
 
 type message struct {
@@ -103,10 +105,7 @@ signal pressure backend quorum fence lease permit ring band wait overflow`)
 
 // word is output token i of a request: deterministic in seed and prompt.
 func word(seed, prompt uint64, i int) string {
-	x := seed ^ prompt ^ (uint64(i)+1)*0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	x ^= x >> 31
+	x := mix.Mix64(seed ^ prompt ^ uint64(i)*0x9e3779b97f4a7c15)
 	return vocabulary[x%uint64(len(vocabulary))] + " "
 }
 
