@@ -157,7 +157,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	if maxTokens > s.cfg.MaxModelLen-prompt { // not prompt+maxTokens: that can overflow
 		apiError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			s.cfg.MaxModelLen, int64(prompt)+int64(maxTokens), prompt, maxTokens))
+			s.cfg.MaxModelLen, uint64(prompt)+uint64(maxTokens), prompt, maxTokens))
 		return
 	}
 	id, st, err := s.submit(sessionKey(r, req.User, lead), prompt, maxTokens)
@@ -166,7 +166,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	defer s.finish(id, st)
-	out := response{chat: chat, id: fmt.Sprintf("%s-%d", map[bool]string{true: "chatcmpl", false: "cmpl"}[chat], id),
+	prefix := "cmpl"
+	if chat {
+		prefix = "chatcmpl"
+	}
+	out := response{chat: chat, id: fmt.Sprintf("%s-%d", prefix, id),
 		created: time.Now().Unix(), model: s.cfg.Model, seed: s.cfg.Seed, promptHash: hashString(all), prompt: prompt}
 	if req.Stream {
 		s.streamOut(w, r, st, &out, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
