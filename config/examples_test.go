@@ -59,10 +59,10 @@ func TestExamplesMatchPresets(t *testing.T) {
 func TestPresetShape(t *testing.T) {
 	reg := policy.NewRegistry()
 	for _, name := range PresetNames() {
-		if !IsPreset(name) {
-			t.Errorf("IsPreset(%q) = false", name)
+		f, ok := Preset(name)
+		if !ok {
+			t.Fatalf("PresetNames lists %q, but Preset does not know it", name)
 		}
-		f, _ := Preset(name)
 		cfg, err := f.SimConfig(studyRun, reg)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -80,9 +80,6 @@ func TestPresetShape(t *testing.T) {
 		if got, want := cfg.Latency[0][1], 32*time.Millisecond; got != want {
 			t.Errorf("%s: usw2 -> ue1 one-way latency %v, want %v", name, got, want)
 		}
-	}
-	if IsPreset("nope") {
-		t.Error(`IsPreset("nope") = true`)
 	}
 	if _, ok := Preset("nope"); ok {
 		t.Error(`Preset("nope") found`)

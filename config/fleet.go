@@ -111,21 +111,25 @@ func Load(nameOrPath string) (*Fleet, error) {
 	if f, ok := Preset(nameOrPath); ok {
 		return f, nil
 	}
-	file, err := os.Open(nameOrPath)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("fleet %q is neither a built-in fleet (%s) nor a file", nameOrPath, strings.Join(PresetNames(), ", "))
-		}
-		return nil, fmt.Errorf("reading fleet file: %w", err)
+	data, err := readLimited(nameOrPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("fleet %q is neither a built-in fleet (%s) nor a file", nameOrPath, strings.Join(PresetNames(), ", "))
 	}
-	defer func() { _ = file.Close() }() // read-only: nothing to lose on close
-	// Read at most one byte past the limit, so that Parse reports an
-	// oversized file without this reading all of it (or forever, from a device).
-	data, err := io.ReadAll(io.LimitReader(file, MaxFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading fleet file: %w", err)
 	}
 	return Parse(nameOrPath, data)
+}
+
+// readLimited reads at most one byte past MaxFileBytes, so that an oversized
+// file is reported without reading all of it (or forever, from a device).
+func readLimited(path string) ([]byte, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = file.Close() }() // read-only: nothing to lose on close
+	return io.ReadAll(io.LimitReader(file, MaxFileBytes+1))
 }
 
 // Run holds a simulation's run parameters.
@@ -159,7 +163,7 @@ func (f *Fleet) SimConfig(run Run, reg *policy.Registry) (sim.Config, error) {
 		}
 		return p
 	}
-	def := profile("engine", engineName)
+	def := profile("default profile", engineName)
 	cfg := sim.Config{ClientLatency: f.ClientLatency, Gateway: f.Gateway, Policy: run.Policy, Params: f.Policy,
 		Workload: f.Workload, Client: f.Client, RPS: run.RPS, Seed: run.Seed, Warmup: run.Warmup, Measure: run.Measure}
 	index := make(map[string]int, len(f.Regions))
@@ -241,15 +245,10 @@ func LoadProfile(nameOrPath string) (engine.Profile, error) {
 	if p, err := engine.ProfileByName(nameOrPath); err == nil {
 		return p, nil
 	}
-	file, err := os.Open(nameOrPath)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return engine.Profile{}, fmt.Errorf("profile %q is neither a built-in profile (half, full) nor a file", nameOrPath)
-		}
-		return engine.Profile{}, fmt.Errorf("reading profile file: %w", err)
+	data, err := readLimited(nameOrPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return engine.Profile{}, fmt.Errorf("profile %q is neither a built-in profile (half, full) nor a file", nameOrPath)
 	}
-	defer func() { _ = file.Close() }()
-	data, err := io.ReadAll(io.LimitReader(file, MaxFileBytes+1))
 	if err != nil {
 		return engine.Profile{}, fmt.Errorf("reading profile file: %w", err)
 	}

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/stargate-llm/stargate/sim"
 )
@@ -43,6 +42,3 @@ func Preset(name string) (*Fleet, bool) {
 	}
 	return &f, true
 }
-
-// IsPreset reports whether name is a built-in fleet.
-func IsPreset(name string) bool { return slices.Contains(PresetNames(), name) }

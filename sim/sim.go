@@ -161,6 +161,7 @@ type simulation struct {
 
 	engineOut []engine.Event
 	admitted  []gateway.Request
+	batch     []gateway.Request
 	outcomes  []router.Outcome
 }
 
@@ -419,7 +420,9 @@ func (s *simulation) gatewayArrive(id uint64) {
 	switch d {
 	case gateway.Admit:
 		a.place = atGateway
+		s.admitted = s.admitted[:0]
 		s.submit(a.backend, a)
+		s.submitAll(a.backend)
 	case gateway.Queue:
 		a.place = atGateway
 	default:
@@ -434,22 +437,23 @@ func (s *simulation) submit(b int, a *attempt) {
 	w, err := bs.cl.Submit(s.now, engine.Request{ID: a.id, Session: a.sess.id,
 		PromptTokens: a.sess.prompt.PromptTokens, OutputTokens: a.sess.prompt.OutputTokens})
 	if err != nil {
-		// The engine can never hold it: fail the attempt at the gateway.
-		_, s.admitted = bs.gw.Cancel(s.now, a.id, s.admitted[:0])
+		// The engine can never hold it: fail the attempt at the gateway. Its
+		// slot may admit a queued request, which the caller's submitAll takes.
+		_, s.admitted = bs.gw.Cancel(s.now, a.id, s.admitted)
 		a.place = responding
 		s.q.push(event{at: s.now + s.back(a, b), kind: evClientError, id: a.id, b: int32(client.Errored)})
-		s.submitAll(b)
 		return
 	}
 	s.scheduleWorker(b, w)
 }
 
-// submitAll submits the requests the gateway just admitted from its queue.
+// submitAll submits the requests the gateway just admitted from its queue,
+// and those that the slots freed on the way admit in turn.
 func (s *simulation) submitAll(b int) {
 	for len(s.admitted) > 0 {
-		batch := append([]gateway.Request(nil), s.admitted...)
-		s.admitted = s.admitted[:0]
-		for _, r := range batch {
+		// Two buffers in turn: submitting may admit more into the other.
+		s.batch, s.admitted = s.admitted, s.batch[:0]
+		for _, r := range s.batch {
 			if a := s.attempts.get(r.ID); a != nil {
 				s.submit(b, a)
 			} else {

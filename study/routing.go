@@ -70,23 +70,14 @@ func Routing(ctx context.Context, reg *policy.Registry, opts RoutingOptions) (*R
 	if err != nil {
 		return nil, err
 	}
-	return &Results{Study: "routing", Quick: opts.Quick, Runs: runs, fleets: fleetsOf(specs)}, nil
-}
-
-func fleetsOf(specs []RunSpec) map[string]*config.Fleet {
-	m := map[string]*config.Fleet{}
-	for _, s := range specs {
-		m[s.FleetName] = s.Fleet
-	}
-	return m
+	return &Results{Study: "routing", Quick: opts.Quick, Runs: runs}, nil
 }
 
 // Results are a study's runs and what they add up to.
 type Results struct {
-	Study  string      `json:"study"`
-	Quick  bool        `json:"quick,omitempty"`
-	Runs   []RunResult `json:"runs"`
-	fleets map[string]*config.Fleet
+	Study string      `json:"study"`
+	Quick bool        `json:"quick,omitempty"`
+	Runs  []RunResult `json:"runs"`
 }
 
 // Cell aggregates the seeds of one fleet, rate and policy.
@@ -267,18 +258,27 @@ func goodputChart(fleet string, cells []Cell) report.BarChart {
 	return ch
 }
 
-// backendChart plots each backend's TTFT p50 against its GPU count at the
-// fleet's highest rate, averaged over seeds, for the two affinity policies.
-func (r *Results) backendChart(fleet string) report.ScatterChart {
+// backendPolicies are the policies the per-backend views show.
+var backendPolicies = []string{"pulsar-waw", "waw", "least-request"}
+
+// topRate is the highest rate run on a fleet.
+func (r *Results) topRate(fleet string) float64 {
 	top := 0.0
 	for _, run := range r.Runs {
 		if run.Fleet == fleet {
 			top = max(top, run.RPS)
 		}
 	}
+	return top
+}
+
+// backendChart plots each backend's TTFT p50 against its GPU count at the
+// fleet's highest rate, averaged over seeds, for the two affinity policies.
+func (r *Results) backendChart(fleet string) report.ScatterChart {
+	top := r.topRate(fleet)
 	ch := report.ScatterChart{Title: fmt.Sprintf("Per-backend TTFT p50 against GPUs, %s at %s req/s", fleet, f0(top)),
 		XLabel: "GPUs in the backend", YLabel: "TTFT p50 (s)", LogY: true}
-	for _, pol := range []string{"pulsar-waw", "waw", "least-request"} {
+	for _, pol := range backendPolicies {
 		type acc struct {
 			gpus int
 			sum  float64
@@ -318,14 +318,9 @@ func (r *Results) backendChart(fleet string) report.ScatterChart {
 // idleBackends names, per policy, the backends that completed no turn in any
 // seed at the fleet's highest rate: the scatter chart cannot show them.
 func (r *Results) idleBackends(fleet string) []string {
-	top := 0.0
-	for _, run := range r.Runs {
-		if run.Fleet == fleet {
-			top = max(top, run.RPS)
-		}
-	}
+	top := r.topRate(fleet)
 	var notes []string
-	for _, pol := range []string{"pulsar-waw", "waw", "least-request"} {
+	for _, pol := range backendPolicies {
 		var completed []int
 		var backends []sim.BackendResult
 		for _, run := range r.Runs {

@@ -2,6 +2,7 @@ package study
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -42,6 +43,10 @@ type RunResult struct {
 	Records []metrics.TurnRecord `json:"-"`
 }
 
+// ErrInvalidRun marks a spec that cannot be simulated; RunAll checks every
+// spec before it starts any run.
+var ErrInvalidRun = errors.New("invalid run")
+
 // Progress hears about finished runs.
 type Progress interface {
 	Done(finished, total int)
@@ -58,7 +63,7 @@ func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel
 		cfg, err := s.Fleet.SimConfig(config.Run{Policy: s.Policy, RPS: s.RPS, Seed: s.Seed,
 			Warmup: s.Warmup, Measure: s.Measure, Engine: s.Engine}, reg)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w %s: %w", ErrInvalidRun, s.Label(), err)
 		}
 		cfg.KeepRecords = s.KeepRecords
 		cfgs[i] = cfg

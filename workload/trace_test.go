@@ -153,19 +153,23 @@ func TestTraceCDF(t *testing.T) {
 	}
 }
 
+// checkTrace fails on any request a reader should never have accepted.
+func checkTrace(t *testing.T, reqs []TraceRequest) {
+	t.Helper()
+	for i, r := range reqs {
+		if r.InputTokens < 1 || r.OutputTokens < 0 || r.Arrival < 0 || (i > 0 && r.Arrival < reqs[i-1].Arrival) {
+			t.Fatalf("accepted a bad request %+v", r)
+		}
+	}
+}
+
 func FuzzReadMooncake(f *testing.F) {
 	f.Add(`{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}`)
 	f.Add("{\"timestamp\": 1e300, \"input_length\": 1, \"output_length\": 1}\n")
 	f.Add(`{"timestamp": 0, "input_length": 9223372036854775807, "output_length": 1}`)
 	f.Fuzz(func(t *testing.T, in string) {
-		reqs, err := ReadMooncake(strings.NewReader(in))
-		if err != nil {
-			return
-		}
-		for i, r := range reqs {
-			if r.InputTokens < 1 || r.OutputTokens < 0 || r.Arrival < 0 || (i > 0 && r.Arrival < reqs[i-1].Arrival) {
-				t.Fatalf("accepted a bad request %+v", r)
-			}
+		if reqs, err := ReadMooncake(strings.NewReader(in)); err == nil {
+			checkTrace(t, reqs)
 		}
 	})
 }
@@ -173,14 +177,8 @@ func FuzzReadMooncake(f *testing.F) {
 func FuzzReadAzure(f *testing.F) {
 	f.Add("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		reqs, err := ReadAzure(strings.NewReader(in))
-		if err != nil {
-			return
-		}
-		for i, r := range reqs {
-			if r.InputTokens < 1 || r.OutputTokens < 0 || r.Arrival < 0 || (i > 0 && r.Arrival < reqs[i-1].Arrival) {
-				t.Fatalf("accepted a bad request %+v", r)
-			}
+		if reqs, err := ReadAzure(strings.NewReader(in)); err == nil {
+			checkTrace(t, reqs)
 		}
 	})
 }

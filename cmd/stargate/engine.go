@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -33,7 +32,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 				return usageError{err}
 			}
 			cfg.Profile = p
-			srv, err := engine.New(cfg, slog.Default())
+			srv, err := engine.New(cfg)
 			if err != nil {
 				return usageError{err}
 			}

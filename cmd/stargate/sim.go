@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -67,14 +68,10 @@ Fleets are built-in (hetero, homo) or fleet files (see examples/).`,
 			if len(specs) == 0 {
 				return usagef("nothing to run: give at least one fleet and policy")
 			}
-			// Validate every configuration before any run starts.
-			for _, s := range specs {
-				if _, err := s.Fleet.SimConfig(config.Run{Policy: s.Policy, RPS: s.RPS, Seed: s.Seed, Warmup: s.Warmup,
-					Measure: s.Measure, Engine: s.Engine}, reg); err != nil {
-					return usageError{err}
-				}
-			}
 			runs, err := study.RunAll(cmd.Context(), specs, reg, parallel, newProgress(cmd.ErrOrStderr(), "simulating"))
+			if errors.Is(err, study.ErrInvalidRun) {
+				return usageError{err}
+			}
 			if err != nil {
 				return failure{err}
 			}

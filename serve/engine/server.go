@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -63,7 +62,6 @@ func (c Config) Validate() error {
 // and stop it by cancelling the context given to Run.
 type Server struct {
 	cfg   Config
-	log   *slog.Logger
 	start time.Time
 
 	mu     sync.Mutex
@@ -81,7 +79,6 @@ type Server struct {
 type stream struct {
 	worker    int
 	submitted time.Duration
-	prompt    int
 	generated int // tokens produced so far (driver writes, handler reads under mu)
 	done      bool
 	cached    int
@@ -89,7 +86,7 @@ type stream struct {
 }
 
 // New builds a server; call Run to start its clock.
-func New(cfg Config, log *slog.Logger) (*Server, error) {
+func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 8 << 20
 	}
@@ -101,10 +98,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	s := &Server{cfg: cfg, log: log, start: time.Now(), cl: cl, active: make(map[uint64]*stream),
+	s := &Server{cfg: cfg, start: time.Now(), cl: cl, active: make(map[uint64]*stream),
 		poke: make(chan struct{}, 1), stopped: make(chan struct{})}
 	s.metrics = newMetrics(s)
 	return s, nil
@@ -213,7 +207,7 @@ func (s *Server) submit(session uint64, prompt, output int) (uint64, *stream, er
 	if err != nil {
 		return 0, nil, err
 	}
-	st := &stream{worker: w, submitted: s.now(), prompt: prompt, notify: make(chan struct{}, 1)}
+	st := &stream{worker: w, submitted: now, notify: make(chan struct{}, 1)}
 	s.active[id] = st
 	signal(s.poke)
 	return id, st, nil

@@ -27,7 +27,7 @@ func start(t *testing.T, mutate func(*Config)) (*Server, string) {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	srv, err := New(cfg, nil)
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestClientGoneCancels(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	bad := DefaultConfig()
 	bad.GPUs, bad.Model, bad.MaxModelLen = 0, "", 1
-	if _, err := New(bad, nil); err == nil {
+	if _, err := New(bad); err == nil {
 		t.Error("invalid config accepted")
 	}
 }
