@@ -34,35 +34,54 @@ func (b *Backend) Len() int { return len(b.workers) }
 // Worker returns worker i.
 func (b *Backend) Worker(i int) *engine.Worker { return b.workers[i] }
 
-// Overloaded reports whether a worker has no free sequence slot.
-func Overloaded(w *engine.Worker) bool {
-	return w.Running()+w.Waiting() >= w.Profile().MaxSeqs
+// Worker is what the picker reads of a worker: an engine.Worker in the
+// simulator and the mock engine, or a gateway's record of a remote engine.
+type Worker interface {
+	// Load is the number of sequences the worker runs or holds waiting.
+	Load() int
+	// SeqLimit is how many sequences it runs at once.
+	SeqLimit() int
+	// CachedTokensAt is how many prompt tokens of session it holds cached at now.
+	CachedTokensAt(now time.Duration, session uint64) int
+	// KVUsedAt is the KV tokens in use at now.
+	KVUsedAt(now time.Duration) int
 }
+
+var _ Worker = (*engine.Worker)(nil)
+
+// Overloaded reports whether a worker has no free sequence slot.
+func Overloaded(w Worker) bool { return w.Load() >= w.SeqLimit() }
 
 // Pick chooses the worker for a request of the given session arriving at now.
 // It reads every worker as it is at now (KVUsedAt, CachedTokensAt), not as
 // it was at its last event.
-func (b *Backend) Pick(now time.Duration, session uint64) int {
+func (b *Backend) Pick(now time.Duration, session uint64) int { return Pick(now, session, b.workers) }
+
+// Pick chooses among workers for a request of session arriving at now: the
+// worker caching most of the session unless it is overloaded, else the least
+// loaded (then least KV in use, then lowest index). It returns -1 for no
+// workers.
+func Pick[W Worker](now time.Duration, session uint64, workers []W) int {
 	best, bestCache := -1, 0
-	for i, w := range b.workers {
+	for i, w := range workers {
 		if c := w.CachedTokensAt(now, session); c > bestCache && !Overloaded(w) {
 			best, bestCache = i, c
 		}
 	}
-	if best >= 0 {
+	if best >= 0 || len(workers) == 0 {
 		return best
 	}
 	best = 0
-	for i := 1; i < len(b.workers); i++ {
-		if less(now, b.workers[i], b.workers[best]) {
+	for i := 1; i < len(workers); i++ {
+		if less(now, workers[i], workers[best]) {
 			best = i
 		}
 	}
 	return best
 }
 
-func less(now time.Duration, a, c *engine.Worker) bool {
-	la, lc := a.Running()+a.Waiting(), c.Running()+c.Waiting()
+func less(now time.Duration, a, c Worker) bool {
+	la, lc := a.Load(), c.Load()
 	if la != lc {
 		return la < lc
 	}
@@ -82,7 +101,7 @@ func (b *Backend) Submit(now time.Duration, r engine.Request) (worker int, err e
 func (b *Backend) Load() int {
 	n := 0
 	for _, w := range b.workers {
-		n += w.Running() + w.Waiting()
+		n += w.Load()
 	}
 	return n
 }

@@ -140,6 +140,12 @@ func (w *Worker) Running() int { return len(w.running) }
 // Waiting is the number of sequences waiting for admission.
 func (w *Worker) Waiting() int { return len(w.waiting) }
 
+// Load is Running plus Waiting.
+func (w *Worker) Load() int { return len(w.running) + len(w.waiting) }
+
+// SeqLimit is the profile's sequence limit (MaxSeqs).
+func (w *Worker) SeqLimit() int { return w.prof.MaxSeqs }
+
 // KVUsed is the number of KV tokens held by running sequences.
 func (w *Worker) KVUsed() int { return w.kvUsed }
 

@@ -11,12 +11,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/engine"
 )
 
 func newEngineCmd() *cobra.Command {
 	cfg := engine.DefaultConfig()
-	var profile, listen string
+	var profile, listen, fenceKey string
 	cmd := &cobra.Command{
 		Use:   "engine",
 		Short: "Serve a mock OpenAI-compatible engine whose GPUs run the engine model",
@@ -32,6 +33,13 @@ clock. Tokens stream at the pace of the model's steps.`,
 				return usageError{err}
 			}
 			cfg.Profile = p
+			if fenceKey != "" {
+				k, err := auth.LoadKey(fenceKey)
+				if err != nil {
+					return usageError{err}
+				}
+				cfg.FenceKey = k.Secret
+			}
 			srv, err := engine.New(cfg)
 			if err != nil {
 				return usageError{err}
@@ -50,6 +58,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 	f.IntVar(&cfg.MaxModelLen, "max-model-len", cfg.MaxModelLen, "longest prompt plus output, in tokens")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the output text")
 	f.StringVar(&listen, "listen", "127.0.0.1:8001", "address to listen on")
+	f.StringVar(&fenceKey, "fence-key-file", "", "file holding the HMAC key (ID:SECRET) that signs idle fences for gateways (POST /admin/fence)")
 	return cmd
 }
 

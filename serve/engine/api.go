@@ -4,100 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stargate-llm/stargate/serve/openai"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stargate-llm/stargate/internal/mix"
 )
-
-type message struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-type request struct {
-	Model               string          `json:"model"`
-	Messages            []message       `json:"messages"`
-	Prompt              json.RawMessage `json:"prompt"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	N    *int   `json:"n"`
-	User string `json:"user"`
-}
-
-// text reads a message content: a string, or a list of parts with "text".
-func text(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("content must be a string or a list of text parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("content part of type %q is not supported; only text", p.Type)
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
-}
-
-// promptOf returns the prompt's token count, the text that keys its session
-// by default, and a hash input for the output text.
-func promptOf(req *request, chat bool) (tokens int, lead, all string, err error) {
-	if chat {
-		if len(req.Messages) == 0 {
-			return 0, "", "", errors.New("messages must hold at least one message")
-		}
-		var b strings.Builder
-		for i, m := range req.Messages {
-			switch m.Role {
-			case "system", "user", "assistant", "tool", "developer":
-			default:
-				return 0, "", "", fmt.Errorf("messages[%d]: unknown role %q", i, m.Role)
-			}
-			t, err := text(m.Content)
-			if err != nil {
-				return 0, "", "", fmt.Errorf("messages[%d]: %w", i, err)
-			}
-			tokens += 4 + countTokens(t)
-			b.WriteString(m.Role + ":" + t + "\n")
-			if i == 1 || len(req.Messages) == 1 {
-				lead = b.String()
-			}
-		}
-		return tokens, lead, b.String(), nil
-	}
-	var p string
-	if err := json.Unmarshal(req.Prompt, &p); err != nil {
-		var list []string
-		if err2 := json.Unmarshal(req.Prompt, &list); err2 != nil || len(list) != 1 {
-			return 0, "", "", errors.New("prompt must be a string (or a list of one string)")
-		}
-		p = list[0]
-	}
-	if p == "" {
-		return 0, "", "", errors.New("prompt is empty")
-	}
-	return countTokens(p), p[:min(len(p), 2048)], p, nil
-}
-
-// countTokens is the documented stand-in for a tokenizer: 4 bytes a token.
-func countTokens(s string) int { return (len(s) + 3) / 4 }
 
 var vocabulary = strings.Fields(`the a router gateway engine token cache fleet region session model
 request stream batch prefill decode worker slot queue policy weight affinity capacity latency
@@ -111,33 +25,33 @@ func word(seed, prompt uint64, i int) string {
 
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	var req request
+	var req openai.Request
 	dec := json.NewDecoder(r.Body)
 	if err := dec.Decode(&req); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			apiError(w, http.StatusRequestEntityTooLarge, "BadRequestError",
+			openai.WriteError(w, http.StatusRequestEntityTooLarge, "BadRequestError",
 				fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
 			return
 		}
-		apiError(w, http.StatusBadRequest, "BadRequestError", "request body is not valid JSON: "+err.Error())
+		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", "request body is not valid JSON: "+err.Error())
 		return
 	}
 	if req.Model != "" && req.Model != s.cfg.Model {
-		apiError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
+		openai.WriteError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
 	}
 	if req.StreamOptions != nil && !req.Stream {
-		apiError(w, http.StatusBadRequest, "BadRequestError", "stream_options is only allowed when stream is true")
+		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", "stream_options is only allowed when stream is true")
 		return
 	}
 	if req.N != nil && *req.N != 1 {
-		apiError(w, http.StatusBadRequest, "BadRequestError", "n must be 1: this engine returns one choice")
+		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", "n must be 1: this engine returns one choice")
 		return
 	}
-	prompt, lead, all, err := promptOf(&req, chat)
+	prompt, lead, all, err := req.PromptTokens(chat)
 	if err != nil {
-		apiError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}
 	maxTokens := min(s.cfg.DefaultMaxTokens, s.cfg.MaxModelLen-prompt)
@@ -150,19 +64,28 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		if req.MaxTokens == nil && req.MaxCompletionTokens == nil {
 			maxTokens = 1 // let the length check below say what is wrong
 		} else {
-			apiError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("max_tokens must be at least 1, got %d", maxTokens))
+			openai.WriteError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("max_tokens must be at least 1, got %d", maxTokens))
 			return
 		}
 	}
 	if maxTokens > s.cfg.MaxModelLen-prompt { // not prompt+maxTokens: that can overflow
-		apiError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf(
+		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 			s.cfg.MaxModelLen, uint64(prompt)+uint64(maxTokens), prompt, maxTokens))
 		return
 	}
-	id, st, err := s.submit(sessionKey(r, req.User, lead), prompt, maxTokens)
+	worker := -1
+	if h := r.Header.Get(HeaderWorker); h != "" {
+		n, err := strconv.Atoi(h)
+		if err != nil || n < 0 || n >= s.cfg.GPUs {
+			openai.WriteError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("%s must be a worker index 0-%d, got %q", HeaderWorker, s.cfg.GPUs-1, h))
+			return
+		}
+		worker = n
+	}
+	id, st, err := s.submit(worker, openai.SessionKey(r.Header, req.User, lead), prompt, maxTokens)
 	if err != nil {
-		apiError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return
 	}
 	defer s.finish(id, st)
@@ -180,14 +103,14 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		gen, cached, done := s.read(st)
 		if done {
 			out.cached = cached
-			writeJSON(w, http.StatusOK, out.full(gen))
+			openai.WriteJSON(w, http.StatusOK, out.full(gen))
 			return
 		}
 		select {
 		case <-r.Context().Done():
 			return
 		case <-s.stopped:
-			apiError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "the engine is shutting down")
+			openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "the engine is shutting down")
 			return
 		case <-st.notify:
 		}

@@ -13,14 +13,12 @@
 // vllm:time_to_first_token_seconds, vllm:e2e_request_latency_seconds and
 // vllm:cache_config_info.
 //
-// Tokens are counted without a tokenizer, deterministically: a text of n
-// bytes is (n+3)/4 tokens, and each chat message adds 4 tokens for its role
-// and framing. A prompt longer than max_model_len, or one whose prompt plus
+// Tokens are counted as package openai documents (4 bytes a token, 4 more
+// per chat message). A prompt longer than max_model_len, or one whose prompt plus
 // max_tokens does not fit, is refused with vLLM's 400 error. Output text is a
 // deterministic sequence of words drawn from the server's seed and the
 // prompt, so the same seed and request give the same answer.
 //
-// The prefix cache is keyed by session: the X-Session-ID header, else the
-// body's "user", else a hash of the first two messages (a growing
-// conversation keeps its first messages).
+// The prefix cache is keyed by openai.SessionKey. A gateway that picks the
+// worker itself names it in the X-Stargate-Worker header.
 package engine

@@ -57,6 +57,10 @@ func newMetrics(s *Server) *metrics {
 	}
 	m.ttft = hist("vllm:time_to_first_token_seconds", "Time to first token.")
 	m.e2e = hist("vllm:e2e_request_latency_seconds", "End-to-end request latency.")
+	workers := prometheus.NewGauge(prometheus.GaugeOpts{Name: "stargate_engine_workers",
+		Help: "GPU workers of this engine; a gateway sizes its slots by it.", ConstLabels: labels})
+	workers.Set(float64(s.cfg.GPUs))
+	m.reg.MustRegister(workers)
 	p := s.cfg.Profile
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the KV cache configuration.",
 		ConstLabels: prometheus.Labels{"block_size": "16", "num_gpu_blocks": strconv.Itoa(p.KVTokens / 16 * s.cfg.GPUs),

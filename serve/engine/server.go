@@ -2,14 +2,12 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stargate-llm/stargate/serve/openai"
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/stargate-llm/stargate/cluster"
 	core "github.com/stargate-llm/stargate/engine"
@@ -26,6 +24,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// DefaultMaxTokens is the output length when a request names none.
 	DefaultMaxTokens int
+	// FenceKey signs answers to a gateway's idle fence (POST /admin/fence);
+	// without it the endpoint answers 404 and a quarantined worker waits for
+	// an operator.
+	FenceKey []byte
 }
 
 // DefaultConfig is one half-scale GPU serving "stargate-mock".
@@ -193,8 +195,9 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// submit places a request on a worker and wakes the driver.
-func (s *Server) submit(session uint64, prompt, output int) (uint64, *stream, error) {
+// submit places a request on worker (or the picker's choice when worker < 0)
+// and wakes the driver.
+func (s *Server) submit(worker int, session uint64, prompt, output int) (uint64, *stream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextID++
@@ -203,10 +206,17 @@ func (s *Server) submit(session uint64, prompt, output int) (uint64, *stream, er
 	// The driver may not have woken yet for steps that ended: run them first,
 	// so the request joins the worker as it is now, not as it was.
 	s.advance(now)
-	w, err := s.cl.Submit(now, core.Request{ID: id, Session: session, PromptTokens: prompt, OutputTokens: output})
+	req := core.Request{ID: id, Session: session, PromptTokens: prompt, OutputTokens: output}
+	var err error
+	if worker < 0 {
+		worker, err = s.cl.Submit(now, req)
+	} else {
+		err = s.cl.Worker(worker).Submit(now, req)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
+	w := worker
 	st := &stream{worker: w, submitted: now, notify: make(chan struct{}, 1)}
 	s.active[id] = st
 	signal(s.poke)
@@ -244,42 +254,16 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, true) })
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, false) })
 	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("POST /admin/fence", s.fence)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.Handle("GET /metrics", s.metrics.handler())
 	return mux
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
+	openai.WriteJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
 		"data": []map[string]any{{"id": s.cfg.Model, "object": "model", "created": 0, "owned_by": "stargate",
 			"root": s.cfg.Model, "max_model_len": s.cfg.MaxModelLen}},
 	})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// apiError writes an error in the shape of vLLM's OpenAI server (since it
-// adopted OpenAI's own): {"error": {"message", "type", "param", "code"}}.
-func apiError(w http.ResponseWriter, status int, typ, msg string) {
-	if status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusNotFound {
-		w.Header().Set("x-should-retry", "false")
-	}
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": status}})
-}
-
-// sessionKey is X-Session-ID, else the body's user, else a hash of the
-// leading messages.
-func sessionKey(r *http.Request, user string, lead string) uint64 {
-	if h := r.Header.Get("X-Session-ID"); h != "" {
-		return xxhash.Sum64String("h:" + h)
-	}
-	if user != "" {
-		return xxhash.Sum64String("u:" + user)
-	}
-	return xxhash.Sum64String("m:" + lead)
 }
