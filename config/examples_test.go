@@ -58,7 +58,7 @@ func TestExamplesMatchPresets(t *testing.T) {
 // that a change to them shows up here and in the example files.
 func TestPresetShape(t *testing.T) {
 	reg := policy.NewRegistry()
-	for _, name := range PresetNames() {
+	for _, name := range []string{"hetero", "homo"} {
 		f, ok := Preset(name)
 		if !ok {
 			t.Fatalf("PresetNames lists %q, but Preset does not know it", name)
@@ -80,6 +80,11 @@ func TestPresetShape(t *testing.T) {
 		if got, want := cfg.Latency[0][1], 32*time.Millisecond; got != want {
 			t.Errorf("%s: usw2 -> ue1 one-way latency %v, want %v", name, got, want)
 		}
+	}
+	small, _ := Preset("small")
+	cfg, err := small.SimConfig(studyRun, reg)
+	if err != nil || len(cfg.Backends) != 2 || cfg.Backends[0].Workers+cfg.Backends[1].Workers != 3 || cfg.Regions[0].Routers != 1 {
+		t.Errorf("small: %+v, %v; want one router and backends of 1 and 2 GPUs", cfg.Backends, err)
 	}
 	if _, ok := Preset("nope"); ok {
 		t.Error(`Preset("nope") found`)

@@ -322,7 +322,7 @@ func TestLoadErrors(t *testing.T) {
 		{"too large", big, []string{big, "larger than the 4194304-byte limit"}},
 		{"empty", empty, []string{empty, "is empty"}},
 		{"unknown key", bad, []string{bad, "[7:1]", `unknown field "routerz"`}},
-		{"not a preset nor a file", "heterogeneous", []string{`fleet "heterogeneous" is neither a built-in fleet (hetero, homo) nor a file`}},
+		{"not a preset nor a file", "heterogeneous", []string{`fleet "heterogeneous" is neither a built-in fleet (hetero, homo, small) nor a file`}},
 		{"missing file in a directory", filepath.Join(dir, "nope.yaml"), []string{"nope.yaml", "hetero, homo"}},
 		{"directory", dir, []string{"reading fleet file"}},
 	}

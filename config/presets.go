@@ -13,12 +13,14 @@ var (
 )
 
 // PresetNames lists the built-in fleets.
-func PresetNames() []string { return []string{"hetero", "homo"} }
+func PresetNames() []string { return []string{"hetero", "homo", "small"} }
 
 // Preset returns a built-in fleet.
 func Preset(name string) (*Fleet, bool) {
 	var gpus [][]int
 	switch name {
+	case "small":
+		return smallFleet(), true
 	case "hetero":
 		gpus = heteroGPUs
 	case "homo":
@@ -41,4 +43,14 @@ func Preset(name string) (*Fleet, bool) {
 		f.Regions = append(f.Regions, rs)
 	}
 	return &f, true
+}
+
+// smallFleet is one region, one router and two backends of 1 and 2 GPUs:
+// a live fleet that starts in a moment on one machine.
+func smallFleet() *Fleet {
+	f := defaultFleet()
+	f.Name = "small"
+	f.Regions = []RegionSpec{{Name: "local", Routers: 1,
+		Backends: []BackendFileSpec{{Name: "local-0", GPUs: 1}, {Name: "local-1", GPUs: 2}}}}
+	return &f
 }

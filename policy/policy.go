@@ -225,3 +225,29 @@ func anyEligible(r *Request, views []View) bool {
 func reject(reason string) Decision { return Decision{Kind: Reject, Backend: -1, Reason: reason} }
 
 func dispatch(b int) Decision { return Decision{Kind: Dispatch, Backend: b} }
+
+// Weigher is a policy that can say what share of new sessions each backend
+// gets: weights proportional to those shares, zero for a backend that gets
+// none.
+type Weigher interface {
+	Weights(views []View, out []float64) []float64
+}
+
+// Weights returns p's weights for views, or equal weights over the eligible
+// backends for a policy that is not a Weigher.
+func Weights(p Policy, views []View, out []float64) []float64 {
+	if w, ok := p.(Weigher); ok {
+		return w.Weights(views, out)
+	}
+	for i := range views {
+		out = append(out, boolWeight(views[i].Eligible))
+	}
+	return out
+}
+
+func boolWeight(ok bool) float64 {
+	if ok {
+		return 1
+	}
+	return 0
+}

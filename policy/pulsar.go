@@ -35,6 +35,21 @@ func (pw *PulsarWaW) useMeasured(views []View) bool {
 	return true
 }
 
+// Weights implements Weigher: the weight each eligible backend's scores use.
+func (pw *PulsarWaW) Weights(views []View, out []float64) []float64 {
+	measured := pw.useMeasured(views)
+	for i := range views {
+		w := float64(views[i].Capacity)
+		if measured {
+			w = views[i].MaxInputTPS
+		}
+		out = append(out, w*boolWeight(views[i].Eligible))
+	}
+	return out
+}
+
+var _ Weigher = (*PulsarWaW)(nil)
+
 // Score is backend v's weighted rendezvous score for a session: higher ranks
 // first. With weights w_b, the share of sessions ranking b first is
 // w_b / sum(w).

@@ -68,7 +68,13 @@ func (r *Router) SetEligible(backend int, ok bool) { r.views[backend].Eligible =
 // Route places a request arriving now. On Wait the router keeps the request
 // and reports its fate later through OnStats or OnTimer.
 func (r *Router) Route(now time.Duration, id, session uint64) policy.Decision {
-	w := waiter{id: id, req: policy.Request{Session: session, Arrived: now, QueuedAt: -1}}
+	return r.RouteExcluding(now, id, session, nil)
+}
+
+// RouteExcluding is Route for a request that the backends in exclude have
+// already refused (a retry before the first byte): the policy skips them.
+func (r *Router) RouteExcluding(now time.Duration, id, session uint64, exclude []int) policy.Decision {
+	w := waiter{id: id, req: policy.Request{Session: session, Arrived: now, QueuedAt: -1, Exclude: exclude}}
 	d := r.decide(now, &w)
 	if d.Kind == policy.Wait {
 		r.waiters = append(r.waiters, w)
@@ -95,6 +101,16 @@ func (r *Router) decide(now time.Duration, w *waiter) policy.Decision {
 		w.until = max(d.Until, now+time.Millisecond)
 	}
 	return d
+}
+
+// Undispatch takes back a dispatch to backend that is known never to have
+// reached its gateway (the connection was refused), so that the gateway's
+// stats will never count it.
+func (r *Router) Undispatch(backend int) {
+	if backend >= 0 && backend < len(r.dispatched) && r.dispatched[backend] > 0 {
+		r.dispatched[backend]--
+		r.views[backend].Pending = max(r.views[backend].Pending-1, 0)
+	}
 }
 
 // OnStats applies a gateway's stats. If the backend now has a free slot, the

@@ -23,7 +23,42 @@ func word(seed, prompt uint64, i int) string {
 	return vocabulary[x%uint64(len(vocabulary))] + " "
 }
 
+// complete serves one completion and counts how it ended: a request that
+// never reached a worker is rejected with its status; one that did ends in
+// finish.
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
+	s.mu.Lock()
+	s.counts.Accepted++
+	s.mu.Unlock()
+	rec := &statusWriter{ResponseWriter: w}
+	if !s.handle(rec, r, chat) {
+		s.mu.Lock()
+		s.counts.reject("status_" + strconv.Itoa(rec.status))
+		s.mu.Unlock()
+	}
+}
+
+// statusWriter remembers the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// handle serves a completion; it reports whether the request reached a worker.
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, chat bool) (submitted bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	var req openai.Request
 	dec := json.NewDecoder(r.Body)
@@ -32,27 +67,27 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		if errors.As(err, &tooBig) {
 			openai.WriteError(w, http.StatusRequestEntityTooLarge, "BadRequestError",
 				fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
-			return
+			return false
 		}
 		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", "request body is not valid JSON: "+err.Error())
-		return
+		return false
 	}
 	if req.Model != "" && req.Model != s.cfg.Model {
 		openai.WriteError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
-		return
+		return false
 	}
 	if req.StreamOptions != nil && !req.Stream {
 		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", "stream_options is only allowed when stream is true")
-		return
+		return false
 	}
 	if req.N != nil && *req.N != 1 {
 		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", "n must be 1: this engine returns one choice")
-		return
+		return false
 	}
 	prompt, lead, all, err := req.PromptTokens(chat)
 	if err != nil {
 		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", err.Error())
-		return
+		return false
 	}
 	maxTokens := min(s.cfg.DefaultMaxTokens, s.cfg.MaxModelLen-prompt)
 	for _, v := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
@@ -65,28 +100,28 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 			maxTokens = 1 // let the length check below say what is wrong
 		} else {
 			openai.WriteError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("max_tokens must be at least 1, got %d", maxTokens))
-			return
+			return false
 		}
 	}
 	if maxTokens > s.cfg.MaxModelLen-prompt { // not prompt+maxTokens: that can overflow
 		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 			s.cfg.MaxModelLen, uint64(prompt)+uint64(maxTokens), prompt, maxTokens))
-		return
+		return false
 	}
 	worker := -1
 	if h := r.Header.Get(HeaderWorker); h != "" {
 		n, err := strconv.Atoi(h)
 		if err != nil || n < 0 || n >= s.cfg.GPUs {
 			openai.WriteError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("%s must be a worker index 0-%d, got %q", HeaderWorker, s.cfg.GPUs-1, h))
-			return
+			return false
 		}
 		worker = n
 	}
 	id, st, err := s.submit(worker, openai.SessionKey(r.Header, req.User, lead), prompt, maxTokens)
 	if err != nil {
 		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", err.Error())
-		return
+		return false
 	}
 	defer s.finish(id, st)
 	prefix := "cmpl"
@@ -97,21 +132,21 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		created: time.Now().Unix(), model: s.cfg.Model, seed: s.cfg.Seed, promptHash: hashString(all), prompt: prompt}
 	if req.Stream {
 		s.streamOut(w, r, st, &out, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
-		return
+		return true
 	}
 	for {
 		gen, cached, done := s.read(st)
 		if done {
 			out.cached = cached
 			openai.WriteJSON(w, http.StatusOK, out.full(gen))
-			return
+			return true
 		}
 		select {
 		case <-r.Context().Done():
-			return
+			return true
 		case <-s.stopped:
 			openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "the engine is shutting down")
-			return
+			return true
 		case <-st.notify:
 		}
 	}

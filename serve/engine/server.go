@@ -75,6 +75,39 @@ type Server struct {
 	stopped chan struct{}
 	metrics *metrics
 	events  []core.Event // scratch for advance
+	counts  Counts
+}
+
+// Counts says how the engine's requests ended: every accepted request ends
+// as exactly one of completed, failed (by reason) or rejected (by reason).
+type Counts struct {
+	Accepted, Completed uint64
+	Failed, Rejected    map[string]uint64
+}
+
+func (c *Counts) reject(reason string) { c.Rejected = inc(c.Rejected, reason) }
+func (c *Counts) fail(reason string)   { c.Failed = inc(c.Failed, reason) }
+
+func inc(m map[string]uint64, k string) map[string]uint64 {
+	if m == nil {
+		m = make(map[string]uint64)
+	}
+	m[k]++
+	return m
+}
+
+// Counts returns a copy of the engine's accounting.
+func (s *Server) Counts() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := Counts{Accepted: s.counts.Accepted, Completed: s.counts.Completed, Failed: map[string]uint64{}, Rejected: map[string]uint64{}}
+	for k, v := range s.counts.Failed {
+		c.Failed[k] = v
+	}
+	for k, v := range s.counts.Rejected {
+		c.Rejected[k] = v
+	}
+	return c
 }
 
 // stream is one request's state between the driver and its handler.
@@ -234,9 +267,18 @@ func (s *Server) read(st *stream) (generated, cached int, done bool) {
 func (s *Server) finish(id uint64, st *stream) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !st.done {
+	switch {
+	case st.done:
+		s.counts.Completed++
+	default:
 		s.cl.Worker(st.worker).Cancel(s.now(), id)
 		signal(s.poke)
+		select {
+		case <-s.stopped:
+			s.counts.fail("shutting_down")
+		default:
+			s.counts.fail("client_cancelled")
+		}
 	}
 	delete(s.active, id)
 }

@@ -1,0 +1,228 @@
+// Package fleet starts a whole live fleet in one process on loopback
+// (Stargate): one mock engine and one gateway per backend, and router
+// replicas per region, each a real HTTP server on 127.0.0.1. It takes the
+// simulator's own configuration (sim.Config), so a live run and a simulated
+// run of the same fleet share every setting.
+//
+// The regions' one-way latencies are injected in-process (package netsim)
+// on the router-to-gateway and gateway-to-router paths. The services sign
+// their messages with a key drawn at start.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/serve/auth"
+	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/gateway"
+	"github.com/stargate-llm/stargate/serve/netsim"
+	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/sim"
+)
+
+// MaxModelLen is the engines' context limit (or their KV budget if smaller):
+// a common serving limit, past every prompt of the routing study.
+const MaxModelLen = 131072
+
+// Options are the live-only settings of a fleet.
+type Options struct {
+	// RoutersPerRegion replaces each region's router count when > 0.
+	RoutersPerRegion int
+	// Seed seeds the engines' output text and the policies.
+	Seed   uint64
+	Logger *slog.Logger
+}
+
+// Fleet is a running fleet.
+type Fleet struct {
+	// RouterURLs lists the routers, region by region; RouterRegion[i] is
+	// router i's region index.
+	RouterURLs   []string
+	RouterRegion []int
+	Engines      []*engine.Server
+	Gateways     []*gateway.Server
+	Routers      []*router.Server
+	// GatewayURLs and EngineURLs are by backend.
+	GatewayURLs, EngineURLs []string
+
+	servers []*http.Server
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// Start brings up the fleet of cfg and returns once every gateway has
+// registered with every router (or ctx ends).
+func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Options) (*Fleet, error) {
+	if err := cfg.Validate(reg); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	f := &Fleet{cancel: cancel}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Stop()
+		}
+	}()
+	key := auth.RandomKey("fleet")
+	listen := func() (net.Listener, string, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, "", fmt.Errorf("fleet: %w", err)
+		}
+		return ln, "http://" + ln.Addr().String(), nil
+	}
+	// Listeners first: every service needs the others' addresses.
+	var routerLns, gatewayLns, engineLns []net.Listener
+	for ri, r := range cfg.Regions {
+		n := r.Routers
+		if opts.RoutersPerRegion > 0 {
+			n = opts.RoutersPerRegion
+		}
+		for range n {
+			ln, u, err := listen()
+			if err != nil {
+				return nil, err
+			}
+			routerLns = append(routerLns, ln)
+			f.RouterURLs = append(f.RouterURLs, u)
+			f.RouterRegion = append(f.RouterRegion, ri)
+		}
+	}
+	for range cfg.Backends {
+		ln, u, err := listen()
+		if err != nil {
+			return nil, err
+		}
+		gatewayLns, f.GatewayURLs = append(gatewayLns, ln), append(f.GatewayURLs, u)
+		ln, u, err = listen()
+		if err != nil {
+			return nil, err
+		}
+		engineLns, f.EngineURLs = append(engineLns, ln), append(f.EngineURLs, u)
+	}
+
+	for i, b := range cfg.Backends {
+		ec := engine.DefaultConfig()
+		ec.GPUs, ec.Profile, ec.Model, ec.Seed, ec.FenceKey = b.Workers, b.Profile, "stargate-mock", opts.Seed, key.Secret
+		ec.MaxModelLen = min(b.Profile.KVTokens, MaxModelLen)
+		es, err := engine.New(ec)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: backend %s: %w", b.Name, err)
+		}
+		f.Engines = append(f.Engines, es)
+		f.serve(engineLns[i], es.Handler())
+		f.wg.Add(1)
+		go func() { defer f.wg.Done(); es.Run(runCtx) }()
+
+		tr := netsim.New(nil, opts.Seed+uint64(i))
+		for ri, u := range f.RouterURLs {
+			tr.Set(hostOf(u), cfg.Latency[b.Region][f.RouterRegion[ri]], 0)
+		}
+		gc := gateway.DefaultConfig()
+		gc.ID, gc.Region, gc.Engines, gc.Workers = b.Name, cfg.Regions[b.Region].Name, []string{f.EngineURLs[i]}, b.Workers
+		gc.Admission, gc.Routers, gc.Advertise, gc.Key, gc.Transport = cfg.Gateway, f.RouterURLs, f.GatewayURLs[i], key, tr
+		gc.Logger = opts.Logger
+		gs, err := gateway.New(gc)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: backend %s: %w", b.Name, err)
+		}
+		f.Gateways = append(f.Gateways, gs)
+	}
+	for ri, u := range f.RouterURLs {
+		tr := netsim.New(nil, opts.Seed+1000+uint64(ri))
+		for i, b := range cfg.Backends {
+			tr.Set(hostOf(f.GatewayURLs[i]), cfg.Latency[f.RouterRegion[ri]][b.Region], 0)
+		}
+		rc := router.DefaultConfig()
+		rc.ID, rc.Policy, rc.Params, rc.Seed, rc.Key = fmt.Sprintf("router-%d", ri), cfg.Policy, cfg.Params, opts.Seed+uint64(ri), key
+		rc.Transport, rc.Logger = tr, opts.Logger
+		rs, err := router.New(rc, reg)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: router %s: %w", u, err)
+		}
+		f.Routers = append(f.Routers, rs)
+		f.serve(routerLns[ri], rs.Handler())
+		f.wg.Add(1)
+		go func() { defer f.wg.Done(); rs.Run(runCtx) }()
+	}
+	for i, gs := range f.Gateways {
+		if err := gs.Start(runCtx); err != nil {
+			return nil, err
+		}
+		f.serve(gatewayLns[i], gs.Handler())
+	}
+	if err := f.waitRegistered(ctx, len(cfg.Backends)); err != nil {
+		return nil, err
+	}
+	ok = true
+	return f, nil
+}
+
+func hostOf(u string) string { return u[len("http://"):] }
+
+func (f *Fleet) serve(ln net.Listener, h http.Handler) {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	f.servers = append(f.servers, hs)
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // the listener closed under us; Stop reports nothing more useful
+		}
+	}()
+}
+
+// waitRegistered waits until every router knows every backend.
+func (f *Fleet) waitRegistered(ctx context.Context, backends int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		all := true
+		for _, r := range f.Routers {
+			if len(r.Backends()) < backends {
+				all = false
+				break
+			}
+		}
+		if all {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("fleet: gateways did not register with every router within 30 s")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Stop shuts every server down, letting requests in flight end within a
+// short grace, and waits for the fleet's goroutines.
+func (f *Fleet) Stop() {
+	shutdown, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for i := len(f.servers) - 1; i >= 0; i-- {
+		_ = f.servers[i].Shutdown(shutdown)
+	}
+	for _, hs := range f.servers {
+		_ = hs.Close()
+	}
+	f.cancel()
+	f.wg.Wait()
+	for _, g := range f.Gateways {
+		g.Wait()
+	}
+}

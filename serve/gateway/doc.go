@@ -1,0 +1,30 @@
+// Package gateway is the live shell of one backend's gateway (Stargate): it
+// runs the gateway admission core and the per-worker slots in front of an
+// engine and proxies admitted requests to it.
+//
+// The engine is one URL serving several workers (a stargate engine: the
+// gateway names the worker in the X-Stargate-Worker header) or one URL per
+// GPU worker. Either way the gateway picks the worker with the cluster
+// picker (cluster.Pick) over its own record of each worker: the requests it
+// holds, the prompt tokens they occupy, and the sessions it served last.
+//
+// A request is admitted, queued or rejected by the core; a rejection is a 503
+// with Retry-After. An admitted request takes a worker permit (package
+// gateway's Slots), is forwarded with every read flushed at once, and gives
+// the permit back when it ends. An uncertain end (the engine connection was
+// lost, or no byte came for UpstreamIdleTimeout, after the request was sent)
+// quarantines the worker: it takes nothing until its requests have drained
+// and the engine answers a signed idle fence (POST /admin/fence), or an
+// operator releases it (POST /admin/workers/{id}/release, signed with the
+// gateway's HMAC key). A health check alone never restores a worker.
+//
+// The gateway scrapes the engine's /metrics (vLLM's names) and sends every
+// router its stats, signed, whenever they change (coalesced) and at least
+// every heartbeat interval; the first message registers the backend.
+//
+// Every request the gateway accepts ends as exactly one of completed, failed
+// (with its reason) or rejected (with its reason); Counts and
+// stargate_gateway_requests_total report them.
+//
+// A Server is safe for concurrent use.
+package gateway

@@ -1,0 +1,285 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	core "github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/wire"
+)
+
+// routerTarget is one router this gateway reports to.
+type routerTarget struct {
+	url  string
+	mail chan *core.Stats // holds the latest stats not yet sent
+	name string           // the router's id, from its first reply
+}
+
+// statsLoop takes a stats message from the core whenever one is due and
+// hands it to every router's push loop; a slow router gets the latest only.
+func (s *Server) statsLoop(ctx context.Context, targets []*routerTarget) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-s.poke:
+		}
+		s.mu.Lock()
+		now := s.now()
+		var st *core.Stats
+		if now >= s.adm.NextStatsAt() {
+			st = s.adm.TakeStats(now)
+		}
+		next := s.adm.NextStatsAt() - now
+		s.mu.Unlock()
+		if st != nil {
+			for _, t := range targets {
+				select {
+				case <-t.mail: // drop the stale one
+				default:
+				}
+				t.mail <- st
+			}
+		}
+		timer.Reset(max(next, time.Millisecond))
+	}
+}
+
+// pushLoop sends one router the latest stats, signed.
+func (s *Server) pushLoop(ctx context.Context, t *routerTarget) {
+	failures := 0
+	for {
+		var st *core.Stats
+		select {
+		case <-ctx.Done():
+			return
+		case st = <-t.mail:
+		}
+		if err := s.push(ctx, t, st); err != nil {
+			failures++
+			if failures == 1 || failures%100 == 0 {
+				s.log.Warn("stats push failed", "router", t.url, "failures", failures, "err", err)
+			}
+			continue
+		}
+		failures = 0
+	}
+}
+
+func (s *Server) push(ctx context.Context, t *routerTarget, st *core.Stats) error {
+	msg := s.message(st, t.name)
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	req, err := s.signer.NewRequest(http.MethodPost, t.url+wire.PathStats, body)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := s.client.Do(req.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("router answered %s: %s", resp.Status, bytes.TrimSpace(b))
+	}
+	var reply wire.StatsReply
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&reply); err != nil {
+		return fmt.Errorf("router reply: %w", err)
+	}
+	t.name = reply.Router
+	s.met.pushes.Inc()
+	return nil
+}
+
+// message builds the wire stats for one router.
+func (s *Server) message(st *core.Stats, router string) wire.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var received uint64
+	if i, ok := s.routerIx[router]; ok && router != "" && i < len(st.Received) {
+		received = st.Received[i]
+	}
+	quarantined := 0
+	for i := range s.workers {
+		if s.slots.Quarantined(i) {
+			quarantined++
+		}
+	}
+	em := s.engine.metrics
+	if !s.engine.scrapedAt.IsZero() {
+		em.ScrapedAgo = time.Since(s.engine.scrapedAt).Seconds()
+	}
+	return wire.Stats{Backend: s.cfg.ID, URL: s.cfg.Advertise, Region: s.cfg.Region, Seq: st.Seq,
+		Models: s.engine.models, MaxModelLen: s.engine.maxModelLen, Workers: len(s.workers), Quarantined: quarantined,
+		Capacity: st.Capacity, Active: st.Active, Waiting: st.Waiting, InputTPS: st.InputTPS, MaxInputTPS: st.MaxInputTPS,
+		Received: received, Completed: st.Completed, Rejected: st.Rejected, Cancelled: st.Cancelled,
+		Engine: em, Interval: s.cfg.Admission.HeartbeatInterval}
+}
+
+// scrapeLoop reads the engine's /metrics every ScrapeInterval.
+func (s *Server) scrapeLoop(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.ScrapeInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		_, _ = s.scrape(ctx)
+	}
+}
+
+// scrape reads vLLM's load metrics (summed over the engine URLs) and, from a
+// stargate engine, its worker count.
+func (s *Server) scrape(ctx context.Context) (workers int, err error) {
+	var em wire.EngineMetrics
+	for _, base := range s.cfg.Engines {
+		fams, err := s.fetchMetrics(ctx, base)
+		if err != nil {
+			em.Error = err.Error()
+			break
+		}
+		em.Running += gauge(fams, "vllm:num_requests_running")
+		em.Waiting += gauge(fams, "vllm:num_requests_waiting")
+		em.KVUsage += gauge(fams, "vllm:kv_cache_usage_perc") / float64(len(s.cfg.Engines))
+		workers += int(gauge(fams, "stargate_engine_workers"))
+	}
+	s.mu.Lock()
+	s.engine.metrics = em
+	if em.Error == "" {
+		s.engine.scrapedAt = time.Now()
+	}
+	s.mu.Unlock()
+	if em.Error != "" {
+		return 0, fmt.Errorf("scraping the engine: %s", em.Error)
+	}
+	return workers, nil
+}
+
+func (s *Server) fetchMetrics(ctx context.Context, base string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/metrics answered %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, fmt.Errorf("/metrics is not Prometheus text: %w", err)
+	}
+	out := make(map[string]float64)
+	for name, f := range fams {
+		sum := 0.0
+		for _, m := range f.GetMetric() {
+			switch {
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			}
+		}
+		if !math.IsNaN(sum) && !math.IsInf(sum, 0) {
+			out[name] = sum
+		}
+	}
+	return out, nil
+}
+
+func gauge(fams map[string]float64, name string) float64 { return fams[name] }
+
+// fenceLoop fences quarantined workers whose leases have drained.
+func (s *Server) fenceLoop(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.FenceInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		var due []core.Challenge
+		for w := range s.workers {
+			if s.slots.Quarantined(w) && s.slots.Inflight(w) == 0 {
+				if c, err := s.slots.Challenge(w, nonce()); err == nil {
+					due = append(due, c)
+				}
+			}
+		}
+		s.mu.Unlock()
+		for _, c := range due {
+			if err := s.fence(ctx, c); err != nil {
+				s.log.Debug("fence did not restore the worker", "worker", c.Worker, "err", err)
+			}
+		}
+	}
+}
+
+// fence asks the worker's engine to state that it is idle and hands the
+// answer to the core, which decides.
+func (s *Server) fence(ctx context.Context, c core.Challenge) error {
+	base := s.cfg.Engines[0]
+	if len(s.cfg.Engines) > 1 {
+		base = s.cfg.Engines[c.Worker]
+	}
+	body, _ := json.Marshal(engine.FenceMessage(c))
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/admin/fence", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("engine answered %s: %s", resp.Status, bytes.TrimSpace(b))
+	}
+	var m engine.FenceMessage
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&m); err != nil {
+		return fmt.Errorf("fence answer: %w", err)
+	}
+	s.mu.Lock()
+	grants, err := s.slots.Fence(core.IdleStatement(m))
+	s.wakeGrants(grants)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	s.log.Info("worker restored by a fence", "worker", c.Worker)
+	s.pokeStats()
+	return nil
+}

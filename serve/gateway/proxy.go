@@ -1,0 +1,349 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	core "github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/openai"
+	"github.com/stargate-llm/stargate/serve/wire"
+)
+
+// Reasons a request ends other than completed: the label of the gateway's
+// failed and rejected counts.
+const (
+	ReasonOverloaded        = "overloaded"
+	ReasonBadRequest        = "bad_request"
+	ReasonNotStarted        = "not_started"
+	ReasonClientCancelled   = "client_cancelled"
+	ReasonEngineUnreachable = "engine_unreachable"
+	ReasonEngineLost        = "engine_lost"
+	ReasonEngineStatus      = "engine_status"
+	ReasonShutdown          = "shutting_down"
+)
+
+// accounting counts how requests ended. Every accepted request ends as
+// exactly one of completed, failed (by reason) or rejected (by reason).
+type accounting struct {
+	Accepted  uint64
+	Completed uint64
+	Failed    map[string]uint64
+	Rejected  map[string]uint64
+}
+
+// Counts is a copy of the gateway's accounting.
+type Counts = accounting
+
+// Counts returns how the gateway's requests ended so far.
+func (s *Server) Counts() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.counts
+	c.Failed, c.Rejected = make(map[string]uint64), make(map[string]uint64)
+	for k, v := range s.counts.Failed {
+		c.Failed[k] = v
+	}
+	for k, v := range s.counts.Rejected {
+		c.Rejected[k] = v
+	}
+	return c
+}
+
+// end records how an accepted request ended: reason "" is completed; failed
+// says whether a non-empty reason is a failure or a rejection. Called with mu held.
+func (s *Server) end(reason string, failed bool) {
+	switch {
+	case reason == "":
+		s.counts.Completed++
+	case failed:
+		if s.counts.Failed == nil {
+			s.counts.Failed = make(map[string]uint64)
+		}
+		s.counts.Failed[reason]++
+	default:
+		if s.counts.Rejected == nil {
+			s.counts.Rejected = make(map[string]uint64)
+		}
+		s.counts.Rejected[reason]++
+	}
+}
+
+// rejectNow answers a request that was never admitted.
+func (s *Server) rejectNow(w http.ResponseWriter, status int, reason, msg string, retryIn time.Duration) {
+	s.mu.Lock()
+	s.end(reason, false)
+	s.mu.Unlock()
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", retryAfter(retryIn))
+	}
+	w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+	typ := "ServiceUnavailableError"
+	if status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge {
+		typ = "BadRequestError"
+	}
+	openai.WriteError(w, status, typ, fmt.Sprintf("gateway %s: %s", s.cfg.ID, msg))
+}
+
+func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.counts.Accepted++
+	started := s.started
+	s.mu.Unlock()
+	if !started {
+		s.rejectNow(w, http.StatusServiceUnavailable, ReasonNotStarted, "still waiting for its engine", time.Second)
+		return
+	}
+	chat := r.URL.Path == "/v1/chat/completions"
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.rejectNow(w, http.StatusRequestEntityTooLarge, ReasonBadRequest, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes), 0)
+			return
+		}
+		s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, "reading the request body: "+err.Error(), 0)
+		return
+	}
+	var req openai.Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, "request body is not valid JSON: "+err.Error(), 0)
+		return
+	}
+	prompt, lead, _, err := req.PromptTokens(chat)
+	if err != nil {
+		s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, err.Error(), 0)
+		return
+	}
+	session := openai.SessionKey(r.Header, req.User, lead)
+	ctx := r.Context()
+
+	s.mu.Lock()
+	s.nextID++
+	id := s.nextID
+	now := s.now()
+	d, err := s.adm.Offer(now, core.Request{ID: id, Router: s.routerIndex(r.Header.Get(wire.HeaderRouter)), PromptTokens: prompt})
+	if d == core.Reject {
+		wait := s.adm.EstimatedWait()
+		s.end(ReasonOverloaded, false)
+		s.mu.Unlock()
+		s.pokeStats()
+		w.Header().Set("Retry-After", retryAfter(wait))
+		w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+		openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", fmt.Sprintf("gateway %s: %v", s.cfg.ID, err))
+		return
+	}
+	wt := &waiter{ready: make(chan struct{}, 1), grant: -1}
+	s.waits[id] = wt
+	s.mu.Unlock()
+	s.pokeStats()
+
+	if d == core.Queue && !s.await(ctx, id, wt) {
+		s.fail(w, id, ReasonClientCancelled, nil)
+		return
+	}
+	// Admitted: take a worker permit, preferring the worker the picker chooses.
+	s.mu.Lock()
+	prefer := pickWorker(s.now(), session, s.workers, s.slots)
+	g, queued, err := s.slots.Acquire(id, prefer)
+	if err != nil {
+		s.releaseAdmission(id, 0)
+		s.end(ReasonOverloaded, false)
+		delete(s.waits, id)
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", "1")
+		openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", fmt.Sprintf("gateway %s: %v", s.cfg.ID, err))
+		return
+	}
+	if !queued {
+		wt.grant = g.Worker
+	}
+	s.mu.Unlock()
+	if queued && !s.await(ctx, id, wt) {
+		s.fail(w, id, ReasonClientCancelled, nil)
+		return
+	}
+	s.forward(w, r, id, wt.grant, session, prompt, body)
+}
+
+// await waits until id is admitted or granted; false if ctx ended first.
+func (s *Server) await(ctx context.Context, id uint64, wt *waiter) bool {
+	select {
+	case <-wt.ready:
+		return true
+	case <-ctx.Done():
+	case <-s.stopped:
+	}
+	// Cancelled, but a wake-up may have raced the cancellation: the cleanup in
+	// fail hands what was granted to the next waiter.
+	return false
+}
+
+// fail ends a request that never reached the engine: it gives back whatever
+// admission or permit it held.
+func (s *Server) fail(w http.ResponseWriter, id uint64, reason string, _ error) {
+	s.mu.Lock()
+	now := s.now()
+	if _, admitted := s.adm.Cancel(now, id, nil); admitted != nil {
+		s.wakeAdmitted(admitted)
+	}
+	if grants, err := s.slots.Cancel(id); err == nil {
+		s.wakeGrants(grants)
+	}
+	delete(s.waits, id)
+	s.end(reason, true)
+	s.mu.Unlock()
+	s.pokeStats()
+	if reason == ReasonShutdown {
+		openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "gateway is shutting down")
+	}
+}
+
+// releaseAdmission frees id's admission slot. Called with mu held.
+func (s *Server) releaseAdmission(id uint64, promptTokens int) {
+	s.admitBuf = s.adm.Finish(s.now(), id, promptTokens, s.admitBuf[:0])
+	s.wakeAdmitted(s.admitBuf)
+}
+
+// forward sends the request to its worker's engine and copies the answer back,
+// flushing every read so that streamed tokens leave at once.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, worker int, session uint64, prompt int, body []byte) {
+	base, header := s.cfg.Engines[0], true
+	if len(s.cfg.Engines) > 1 {
+		base, header = s.cfg.Engines[worker], false
+	}
+	s.mu.Lock()
+	s.workers[worker].start(id, session, prompt)
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	var sent atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { sent.Store(true) }})
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, base+r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		s.finish(id, worker, prompt, core.Completed, ReasonEngineUnreachable)
+		openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", err.Error())
+		return
+	}
+	up.Header.Set("Content-Type", "application/json")
+	if v := r.Header.Get("X-Session-ID"); v != "" {
+		up.Header.Set("X-Session-ID", v)
+	}
+	if header {
+		up.Header.Set(engine.HeaderWorker, strconv.Itoa(worker))
+	}
+	idle := time.AfterFunc(s.cfg.UpstreamIdleTimeout, func() { cancel(errIdle) })
+	defer idle.Stop()
+	resp, err := s.client.Do(up)
+	if err != nil {
+		switch {
+		case r.Context().Err() != nil:
+			s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
+		case !sent.Load():
+			s.finish(id, worker, 0, core.Completed, ReasonEngineUnreachable)
+			w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+			openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine unreachable: %v", s.cfg.ID, err))
+		default:
+			s.finish(id, worker, 0, core.Uncertain, ReasonEngineLost)
+			w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+			openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine connection lost: %v", s.cfg.ID, context.Cause(ctx)))
+		}
+		return
+	}
+	defer resp.Body.Close()
+	for _, k := range []string{"Content-Type", "Cache-Control", "x-should-retry", "Retry-After"} {
+		if v := resp.Header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+	w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	streaming := resp.Header.Get("Content-Type") == "text/event-stream"
+	for {
+		idle.Reset(s.cfg.UpstreamIdleTimeout)
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if rerr == nil {
+			continue
+		}
+		switch {
+		case errors.Is(rerr, io.EOF):
+			if resp.StatusCode >= 400 {
+				s.finish(id, worker, 0, core.Completed, ReasonEngineStatus)
+			} else {
+				s.finish(id, worker, prompt, core.Completed, "")
+			}
+		case r.Context().Err() != nil:
+			s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
+		default:
+			// The engine went away mid-answer: it may still run the request.
+			s.finish(id, worker, 0, core.Uncertain, ReasonEngineLost)
+			if streaming {
+				writeStreamError(w, fmt.Sprintf("gateway %s: engine connection lost mid-stream: %v", s.cfg.ID, context.Cause(ctx)))
+			}
+		}
+		return
+	}
+}
+
+var errIdle = errors.New("no byte from the engine within the idle timeout")
+
+// writeStreamError ends a stream with an SSE error event, never silently.
+func writeStreamError(w http.ResponseWriter, msg string) {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "APIConnectionError", "code": 502}})
+	_, _ = fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// finish ends a request that reached forward: it returns its worker permit
+// (quarantining the worker after an uncertain outcome) and its admission slot.
+func (s *Server) finish(id uint64, worker, prompt int, o core.Outcome, reason string) {
+	s.mu.Lock()
+	s.workers[worker].stop(id)
+	grants, err := s.slots.Release(id, o)
+	if err != nil {
+		s.log.Error("releasing a worker permit", "id", id, "err", err)
+	}
+	if o == core.Uncertain {
+		s.log.Warn("uncertain completion: worker quarantined until a fence succeeds", "worker", worker)
+	}
+	s.wakeGrants(grants)
+	s.releaseAdmission(id, prompt)
+	delete(s.waits, id)
+	s.end(reason, true)
+	s.mu.Unlock()
+	s.pokeStats()
+}
+
+// routerIndex maps a router's name to its index in the core's Received
+// counts. Called with mu held.
+func (s *Server) routerIndex(name string) int {
+	i, ok := s.routerIx[name]
+	if !ok {
+		i = len(s.routerIx)
+		s.routerIx[name] = i
+	}
+	return i
+}

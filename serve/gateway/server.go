@@ -1,0 +1,409 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	core "github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/serve/auth"
+	"github.com/stargate-llm/stargate/serve/wire"
+)
+
+// Config describes one gateway.
+type Config struct {
+	// ID names the backend to routers; Region is where it runs.
+	ID, Region string
+	// Engines are the engine base URLs: one stargate engine (or any engine
+	// serving several workers behind one URL), or one URL per GPU worker.
+	Engines []string
+	// Workers behind a single engine URL; zero asks the engine's /metrics
+	// (stargate_engine_workers) and falls back to 1.
+	Workers int
+	// Admission and Slots configure the gateway core.
+	Admission core.Config
+	Slots     core.SlotsConfig
+	// Routers receive this gateway's stats; Advertise is the URL they use to
+	// reach it.
+	Routers   []string
+	Advertise string
+	// Key signs stats and fences and checks operator calls.
+	Key auth.Key
+	// MaxBodyBytes bounds a request body; zero means 8 MiB.
+	MaxBodyBytes int64
+	// UpstreamIdleTimeout is the longest wait for the engine's next byte; a
+	// request that waits longer ends as an uncertain completion.
+	UpstreamIdleTimeout time.Duration
+	// ScrapeInterval and FenceInterval pace the engine scrape and the fences
+	// of quarantined workers.
+	ScrapeInterval, FenceInterval time.Duration
+	Logger                        *slog.Logger
+	// Transport reaches engines and routers; nil means a pooled default.
+	Transport http.RoundTripper
+}
+
+// DefaultConfig returns a gateway with the core's defaults.
+func DefaultConfig() Config {
+	return Config{ID: "gateway", Admission: core.DefaultConfig(), Slots: core.DefaultSlotsConfig(),
+		MaxBodyBytes: 8 << 20, UpstreamIdleTimeout: 60 * time.Second,
+		ScrapeInterval: time.Second, FenceInterval: 500 * time.Millisecond}
+}
+
+// Validate reports what is wrong with a configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ID == "" || strings.ContainsAny(c.ID, " \t\r\n/") {
+		errs = append(errs, fmt.Errorf("id %q must be non-empty, without spaces or slashes", c.ID))
+	}
+	if len(c.Engines) == 0 {
+		errs = append(errs, errors.New("no engine URL; give --engine URL (repeat it for one URL per GPU worker)"))
+	}
+	for _, u := range append(append([]string{}, c.Engines...), c.Routers...) {
+		if err := checkURL(u); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(c.Routers) > 0 {
+		if err := checkURL(c.Advertise); err != nil {
+			errs = append(errs, fmt.Errorf("--advertise: %w (routers need this gateway's URL)", err))
+		}
+		if len(c.Key.Secret) == 0 {
+			errs = append(errs, errors.New("routers are given but no HMAC key to sign stats; give --hmac-key-file"))
+		}
+	}
+	if c.Workers < 0 || (len(c.Engines) > 1 && c.Workers > 1 && c.Workers != len(c.Engines)) {
+		errs = append(errs, fmt.Errorf("workers %d: with several engine URLs each is one worker", c.Workers))
+	}
+	if c.MaxBodyBytes < 0 || c.UpstreamIdleTimeout <= 0 || c.ScrapeInterval <= 0 || c.FenceInterval <= 0 {
+		errs = append(errs, errors.New("body limit must be >= 0 and the idle timeout, scrape and fence intervals > 0"))
+	}
+	if err := c.Admission.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Slots.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("gateway config: %w", err)
+	}
+	return nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL with a host", s)
+	}
+	return nil
+}
+
+// Server is a running gateway. Build it with New, call Start, serve Handler.
+type Server struct {
+	cfg    Config
+	start  time.Time
+	log    *slog.Logger
+	client *http.Client
+	signer *auth.Signer
+	ops    *auth.Verifier
+	met    *metrics
+	loops  sync.WaitGroup
+
+	mu       sync.Mutex
+	adm      *core.Gateway
+	slots    *core.Slots
+	workers  []*remoteWorker
+	waits    map[uint64]*waiter
+	nextID   uint64
+	routerIx map[string]int
+	engine   engineInfo
+	counts   accounting
+	poke     chan struct{}
+	stopped  chan struct{}
+	started  bool
+	admitBuf []core.Request
+}
+
+// waiter is a request waiting for the admission core or a worker permit.
+type waiter struct {
+	ready chan struct{} // capacity 1
+	grant int           // worker, once granted (-1 before)
+}
+
+// engineInfo is what the gateway learned from the engine.
+type engineInfo struct {
+	models      []string
+	maxModelLen int
+	metrics     wire.EngineMetrics
+	scrapedAt   time.Time
+}
+
+// New builds a gateway.
+func New(cfg Config) (*Server, error) {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 8 << 20
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second,
+			ForceAttemptHTTP2: false, DisableCompression: true}
+	}
+	s := &Server{cfg: cfg, start: time.Now(), log: cfg.Logger.With("gateway", cfg.ID), client: &http.Client{Transport: tr},
+		waits: make(map[uint64]*waiter), routerIx: make(map[string]int), poke: make(chan struct{}, 1),
+		stopped: make(chan struct{})}
+	if len(cfg.Key.Secret) > 0 {
+		s.signer = auth.NewSigner(cfg.Key, cfg.ID)
+		s.ops = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
+	}
+	s.met = newMetrics(s)
+	return s, nil
+}
+
+func (s *Server) now() time.Duration { return time.Since(s.start) }
+
+// Start learns the engine's workers and models (waiting for it up to ctx),
+// builds the cores and starts the stats, scrape and fence loops, which run
+// until ctx ends.
+func (s *Server) Start(ctx context.Context) error {
+	workers := s.cfg.Workers
+	if len(s.cfg.Engines) > 1 {
+		workers = len(s.cfg.Engines)
+	}
+	models, maxLen, found, err := s.discover(ctx)
+	if err != nil {
+		return err
+	}
+	if workers == 0 {
+		workers = max(found, 1)
+	}
+	adm := s.cfg.Admission
+	if adm.MaxConcurrency == 0 {
+		adm.SlotsPerWorker = s.cfg.Slots.MaxInflightPerWorker
+	}
+	g, err := core.New(0, workers, adm)
+	if err != nil {
+		return fmt.Errorf("gateway %s: %w", s.cfg.ID, err)
+	}
+	var key []byte
+	if len(s.cfg.Key.Secret) > 0 {
+		key = s.cfg.Key.Secret
+	} else {
+		key = auth.RandomKey("fence").Secret // fences fail until an operator sets a key
+	}
+	slots, err := core.NewSlots(workers, s.cfg.Slots, key)
+	if err != nil {
+		return fmt.Errorf("gateway %s: %w", s.cfg.ID, err)
+	}
+	s.mu.Lock()
+	s.adm, s.slots = g, slots
+	s.workers = make([]*remoteWorker, workers)
+	for i := range s.workers {
+		s.workers[i] = newRemoteWorker(s.cfg.Slots.MaxInflightPerWorker)
+	}
+	s.engine.models, s.engine.maxModelLen = models, maxLen
+	s.started = true
+	s.mu.Unlock()
+	targets := make([]*routerTarget, len(s.cfg.Routers))
+	for i, u := range s.cfg.Routers {
+		targets[i] = &routerTarget{url: strings.TrimRight(u, "/"), mail: make(chan *core.Stats, 1)}
+		s.goLoop(func() { s.pushLoop(ctx, targets[i]) })
+	}
+	s.goLoop(func() { s.statsLoop(ctx, targets) })
+	s.goLoop(func() { s.scrapeLoop(ctx) })
+	s.goLoop(func() { s.fenceLoop(ctx) })
+	s.goLoop(func() { <-ctx.Done(); close(s.stopped) })
+	return nil
+}
+
+func (s *Server) goLoop(f func()) {
+	s.loops.Add(1)
+	go func() { defer s.loops.Done(); f() }()
+}
+
+// Wait returns when the loops Start began have ended (after its ctx ends).
+func (s *Server) Wait() { s.loops.Wait() }
+
+// discover reads the engine's models and worker count, retrying until the
+// engine answers or ctx ends.
+func (s *Server) discover(ctx context.Context) (models []string, maxLen, workers int, err error) {
+	delay := 50 * time.Millisecond
+	for {
+		models, maxLen, err = s.fetchModels(ctx)
+		if err == nil {
+			workers, _ = s.scrape(ctx)
+			return models, maxLen, workers, nil
+		}
+		s.log.Info("waiting for the engine", "engine", s.cfg.Engines[0], "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, 0, 0, fmt.Errorf("gateway %s: engine %s did not answer /v1/models: %w", s.cfg.ID, s.cfg.Engines[0], err)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 2*time.Second)
+	}
+}
+
+func (s *Server) fetchModels(ctx context.Context) ([]string, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.Engines[0]+"/v1/models", nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, 0, fmt.Errorf("status %s", resp.Status)
+	}
+	var list struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&list); err != nil {
+		return nil, 0, fmt.Errorf("/v1/models is not a model list: %w", err)
+	}
+	var models []string
+	maxLen := 0
+	for _, m := range list.Data {
+		models = append(models, m.ID)
+		maxLen = max(maxLen, m.MaxModelLen)
+	}
+	return models, maxLen, nil
+}
+
+// Handler serves the OpenAI API, /health, /metrics and the admin API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.complete)
+	mux.HandleFunc("POST /v1/completions", s.complete)
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("GET /health", s.health)
+	mux.Handle("GET /metrics", s.met.handler())
+	mux.HandleFunc("POST /admin/workers/{id}/release", s.release)
+	return mux
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	if !started {
+		http.Error(w, "starting: waiting for the engine", http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	models, maxLen := s.engine.models, s.engine.maxModelLen
+	s.mu.Unlock()
+	data := make([]map[string]any, len(models))
+	for i, m := range models {
+		data[i] = map[string]any{"id": m, "object": "model", "owned_by": "stargate", "max_model_len": maxLen}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// release ends a worker's quarantine on an operator's signed request, for
+// engines that cannot answer a fence.
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	if s.ops == nil {
+		http.Error(w, "this gateway has no HMAC key; start it with --hmac-key-file to use the admin API", http.StatusNotFound)
+		return
+	}
+	if _, _, err := s.ops.Verify(r, 1<<10); err != nil {
+		s.met.authRejected.Inc()
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	id, err := strconv.Atoi(r.PathValue("id"))
+	s.mu.Lock()
+	if err != nil || s.slots == nil || id < 0 || id >= len(s.workers) {
+		s.mu.Unlock()
+		http.Error(w, fmt.Sprintf("no worker %q; workers are 0-%d", r.PathValue("id"), len(s.workers)-1), http.StatusNotFound)
+		return
+	}
+	grants, err := s.slots.OperatorRelease(id)
+	s.wakeGrants(grants)
+	s.mu.Unlock()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	s.log.Warn("operator released a worker from quarantine", "worker", id)
+	s.pokeStats()
+	writeJSON(w, http.StatusOK, map[string]any{"worker": id, "released": true})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) pokeStats() {
+	select {
+	case s.poke <- struct{}{}:
+	default:
+	}
+}
+
+// wakeGrants hands worker permits to waiting requests. Called with mu held.
+func (s *Server) wakeGrants(grants []core.Grant) {
+	for _, g := range grants {
+		if wt, ok := s.waits[g.ID]; ok {
+			wt.grant = g.Worker
+			signal(wt.ready)
+		}
+	}
+}
+
+// wakeAdmitted tells requests the admission core admitted. Called with mu held.
+func (s *Server) wakeAdmitted(admitted []core.Request) {
+	for _, r := range admitted {
+		if wt, ok := s.waits[r.ID]; ok {
+			signal(wt.ready)
+		}
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// retryAfter is the Retry-After of an overload answer, in whole seconds.
+func retryAfter(wait time.Duration) string {
+	return strconv.Itoa(int(math.Max(1, math.Ceil(wait.Seconds()))))
+}
+
+// nonce draws a fresh fence nonce.
+func nonce() [16]byte {
+	var n [16]byte
+	_, _ = rand.Read(n[:])
+	return n
+}

@@ -1,0 +1,29 @@
+// Package router is the live shell of one router replica (Stargate): an
+// OpenAI-compatible front door that places each request with the router
+// core and proxies it to a backend's gateway.
+//
+// Backends come from a static list and from gateways' signed stats messages
+// (POST /v1/stargate/stats), which register a backend on first sight,
+// refresh its view, and serve as heartbeats: a backend without stats for
+// StaleAfter (3 heartbeat intervals, at least 1.5 s) is failed and takes no
+// new requests until its stats return. A gateway that restarts (a new boot
+// id) or a new backend rebuilds the placement core, and waiting requests are
+// placed again.
+//
+// The session key is openai.SessionKey: X-Session-ID, else the body's user,
+// else a hash of the leading messages. Proxying follows DESIGN's rules:
+// internal X-Stargate- headers, hop-by-hop headers and the client's
+// Authorization never pass; bodies, message counts and max_tokens are
+// bounded; streamed bytes are flushed at once; an attempt refused before its
+// first byte (503, 429, 502 or a refused connection) is retried on a backend
+// not yet tried, up to MaxAttempts; a client that goes away cancels the
+// upstream request; a failure after the first byte ends the stream with an
+// SSE error event. A prompt longer than a backend's max_model_len is never
+// sent there while another backend fits it.
+//
+// Every request the router accepts ends as exactly one of completed, failed
+// (with its reason) or rejected (with its reason); Counts and
+// stargate_router_requests_total report them.
+//
+// A Server is safe for concurrent use.
+package router

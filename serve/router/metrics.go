@@ -1,0 +1,71 @@
+package router
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+type metrics struct{ reg *prometheus.Registry }
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.reg.MustRegister(collector{s})
+	return m
+}
+
+func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+
+type collector struct{ s *Server }
+
+var (
+	descRequests = prometheus.NewDesc("stargate_router_requests_total", "Requests by how they ended (completed, failed, rejected) and why.", []string{"outcome", "reason"}, nil)
+	descAccepted = prometheus.NewDesc("stargate_router_accepted_total", "Requests the router accepted.", nil, nil)
+	descAttempts = prometheus.NewDesc("stargate_router_attempts_total", "Attempts sent to backends, retries included.", nil, nil)
+	descRetries  = prometheus.NewDesc("stargate_router_retries_total", "Attempts after the first, before any byte reached the client.", nil, nil)
+	descBackends = prometheus.NewDesc("stargate_router_backends", "Backends by state.", []string{"state"}, nil)
+	descWeight   = prometheus.NewDesc("stargate_router_backend_weight", "The policy's current weight of each backend.", []string{"backend"}, nil)
+	descPending  = prometheus.NewDesc("stargate_router_backend_pending", "This router's dispatches the backend's stats do not count yet.", []string{"backend"}, nil)
+	descWaiting  = prometheus.NewDesc("stargate_router_waiting", "Requests waiting at this router.", nil, nil)
+	descAuth     = prometheus.NewDesc("stargate_router_stats_rejected_total", "Stats messages rejected, by reason.", []string{"reason"}, nil)
+)
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRequests, descAccepted, descAttempts, descRetries, descBackends, descWeight, descPending, descWaiting, descAuth} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	counts := c.s.Counts()
+	ch <- prometheus.MustNewConstMetric(descAccepted, prometheus.CounterValue, float64(counts.Accepted))
+	ch <- prometheus.MustNewConstMetric(descAttempts, prometheus.CounterValue, float64(counts.Attempts))
+	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(counts.Retries))
+	ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(counts.Completed), "completed", "")
+	for r, n := range counts.Failed {
+		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(n), "failed", r)
+	}
+	for r, n := range counts.Rejected {
+		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(n), "rejected", r)
+	}
+	states := map[string]int{"ready": 0, "failed": 0}
+	for _, b := range c.s.Backends() {
+		states[b.State]++
+		ch <- prometheus.MustNewConstMetric(descWeight, prometheus.GaugeValue, b.Weight, b.Name)
+		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(b.Pending), b.Name)
+	}
+	for st, n := range states {
+		ch <- prometheus.MustNewConstMetric(descBackends, prometheus.GaugeValue, float64(n), st)
+	}
+	c.s.mu.Lock()
+	waiting := len(c.s.waits)
+	c.s.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(waiting))
+	if c.s.verify != nil {
+		_, rej := c.s.verify.Counts()
+		for r, n := range rej {
+			ch <- prometheus.MustNewConstMetric(descAuth, prometheus.CounterValue, float64(n), r)
+		}
+	}
+}

@@ -1,0 +1,379 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/serve/openai"
+	"github.com/stargate-llm/stargate/serve/wire"
+)
+
+// Reasons a request ends other than completed.
+const (
+	ReasonUnauthorized    = "unauthorized"
+	ReasonBadRequest      = "bad_request"
+	ReasonNoBackend       = "no_backend"
+	ReasonTooLong         = "context_too_long"
+	ReasonPolicy          = "policy"
+	ReasonOverloaded      = "backends_overloaded"
+	ReasonClientCancelled = "client_cancelled"
+	ReasonBackendLost     = "backend_lost_mid_stream"
+	ReasonBackendStatus   = "backend_status"
+	ReasonUnreachable     = "backends_unreachable"
+)
+
+// accounting counts how requests ended: every request the router accepts
+// ends as exactly one of completed, failed (by reason) or rejected (by reason).
+type accounting struct {
+	Accepted  uint64
+	Completed uint64
+	Failed    map[string]uint64
+	Rejected  map[string]uint64
+	Attempts  uint64
+	Retries   uint64
+}
+
+// Counts is a copy of the router's accounting.
+type Counts = accounting
+
+// Counts returns how the router's requests ended so far.
+func (s *Server) Counts() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.counts
+	c.Failed, c.Rejected = make(map[string]uint64), make(map[string]uint64)
+	for k, v := range s.counts.Failed {
+		c.Failed[k] = v
+	}
+	for k, v := range s.counts.Rejected {
+		c.Rejected[k] = v
+	}
+	return c
+}
+
+func (s *Server) end(reason string, failed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case reason == "":
+		s.counts.Completed++
+	case failed:
+		if s.counts.Failed == nil {
+			s.counts.Failed = make(map[string]uint64)
+		}
+		s.counts.Failed[reason]++
+	default:
+		if s.counts.Rejected == nil {
+			s.counts.Rejected = make(map[string]uint64)
+		}
+		s.counts.Rejected[reason]++
+	}
+}
+
+// reject answers a request the router refuses.
+func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string) {
+	s.end(reason, false)
+	typ := "BadRequestError"
+	switch status {
+	case http.StatusUnauthorized:
+		typ = "AuthenticationError"
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		typ = "RateLimitError"
+		w.Header().Set("Retry-After", "1")
+	}
+	openai.WriteError(w, status, typ, "router: "+msg)
+}
+
+// hopHeaders are never forwarded (RFC 9110 section 7.6.1), with the client's
+// credentials.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Authorization", "Cookie"}
+
+func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.counts.Accepted++
+	s.mu.Unlock()
+	if s.cfg.APIKeys != nil && !s.cfg.APIKeys.Allowed(r) {
+		s.reject(w, http.StatusUnauthorized, ReasonUnauthorized, "missing or unknown API key; send Authorization: Bearer KEY")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.reject(w, http.StatusRequestEntityTooLarge, ReasonBadRequest, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
+			return
+		}
+		s.reject(w, http.StatusBadRequest, ReasonBadRequest, "reading the request body: "+err.Error())
+		return
+	}
+	var req openai.Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.reject(w, http.StatusBadRequest, ReasonBadRequest, "request body is not valid JSON: "+err.Error())
+		return
+	}
+	chat := r.URL.Path == "/v1/chat/completions"
+	if len(req.Messages) > s.cfg.MaxMessages {
+		s.reject(w, http.StatusBadRequest, ReasonBadRequest, fmt.Sprintf("%d messages; at most %d", len(req.Messages), s.cfg.MaxMessages))
+		return
+	}
+	for _, v := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
+		if v != nil && (*v < 1 || *v > s.cfg.MaxTokensLimit) {
+			s.reject(w, http.StatusBadRequest, ReasonBadRequest, fmt.Sprintf("max_tokens %d is outside 1-%d", *v, s.cfg.MaxTokensLimit))
+			return
+		}
+	}
+	prompt, lead, _, err := req.PromptTokens(chat)
+	if err != nil {
+		s.reject(w, http.StatusBadRequest, ReasonBadRequest, err.Error())
+		return
+	}
+	session := openai.SessionKey(r.Header, req.User, lead)
+	s.route(w, r, body, session, prompt, req.Stream)
+}
+
+// route places the request and proxies it, retrying before the first byte on
+// backends not yet tried.
+func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, session uint64, prompt int, stream bool) {
+	ctx := r.Context()
+	s.mu.Lock()
+	if s.core == nil {
+		s.mu.Unlock()
+		s.reject(w, http.StatusServiceUnavailable, ReasonNoBackend, "no backend has registered yet")
+		return
+	}
+	s.nextID++
+	id := s.nextID
+	exclude := s.tooShort(prompt)
+	if len(exclude) == len(s.backends) {
+		longest := s.longestContext()
+		s.mu.Unlock()
+		s.reject(w, http.StatusBadRequest, ReasonTooLong, fmt.Sprintf("the prompt has %d tokens; the longest context of any backend is %d", prompt, longest))
+		return
+	}
+	s.mu.Unlock()
+	var last *attemptResult
+	for attempt := 0; attempt < s.cfg.MaxAttempts; attempt++ {
+		d, b, ok := s.decide(ctx, id, session, exclude)
+		if !ok {
+			s.end(ReasonClientCancelled, true)
+			return
+		}
+		if d.Kind == policy.Reject {
+			if last != nil {
+				break
+			}
+			s.reject(w, http.StatusTooManyRequests, ReasonPolicy, "no backend can take the request now: "+d.Reason)
+			return
+		}
+		s.mu.Lock()
+		s.counts.Attempts++
+		if attempt > 0 {
+			s.counts.Retries++
+		}
+		s.mu.Unlock()
+		res := s.attempt(ctx, w, r, b, body, stream)
+		if res.done {
+			s.end(res.reason, true)
+			return
+		}
+		last = res
+		exclude = append(exclude, b.index)
+		if res.neverSent {
+			s.mu.Lock()
+			if b.index < len(s.backends) && s.backends[b.index].name == b.name {
+				s.core.Undispatch(b.index)
+			}
+			s.mu.Unlock()
+		}
+		if ctx.Err() != nil {
+			s.end(ReasonClientCancelled, true)
+			return
+		}
+	}
+	// Every attempt was refused before its first byte.
+	if last == nil {
+		s.reject(w, http.StatusServiceUnavailable, ReasonOverloaded, "no backend could take the request")
+		return
+	}
+	reason := ReasonOverloaded
+	if last.neverSent {
+		reason = ReasonUnreachable
+	}
+	s.end(reason, false)
+	if last.retryAfter != "" {
+		w.Header().Set("Retry-After", last.retryAfter)
+	} else {
+		w.Header().Set("Retry-After", "1")
+	}
+	openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError",
+		fmt.Sprintf("router: %d backends refused the request before answering; last: %s", len(exclude), last.msg))
+}
+
+// target is a decision's backend as it was at decision time.
+type target struct {
+	index int
+	name  string
+	url   string
+}
+
+// decide asks the core, waiting if the policy says so; ok is false if the
+// client went away first.
+func (s *Server) decide(ctx context.Context, id, session uint64, exclude []int) (policy.Decision, target, bool) {
+	s.mu.Lock()
+	d := s.core.RouteExcluding(s.now(), id, session, exclude)
+	var ch chan policy.Decision
+	if d.Kind == policy.Wait {
+		ch = make(chan policy.Decision, 1)
+		s.waits[id] = &waitEntry{session: session, exclude: exclude, ch: ch}
+		signal(s.timerSet)
+	}
+	s.mu.Unlock()
+	if ch != nil {
+		select {
+		case d = <-ch:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.core.Cancel(id)
+			delete(s.waits, id)
+			s.mu.Unlock()
+			return d, target{}, false
+		}
+	}
+	if d.Kind != policy.Dispatch {
+		return d, target{}, true
+	}
+	s.mu.Lock()
+	b := s.backends[d.Backend]
+	t := target{index: d.Backend, name: b.name, url: b.url}
+	s.mu.Unlock()
+	return d, t, true
+}
+
+// tooShort lists backends whose context is shorter than prompt tokens.
+// Called with mu held.
+func (s *Server) tooShort(prompt int) []int {
+	var out []int
+	for i, b := range s.backends {
+		if b.last.MaxModelLen > 0 && prompt >= b.last.MaxModelLen {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (s *Server) longestContext() int {
+	n := 0
+	for _, b := range s.backends {
+		n = max(n, b.last.MaxModelLen)
+	}
+	return n
+}
+
+// attemptResult says how one attempt went. done means the client has its
+// answer (reason "" if it completed); otherwise the request may try another
+// backend.
+type attemptResult struct {
+	done       bool
+	reason     string
+	neverSent  bool
+	retryAfter string
+	msg        string
+}
+
+func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Request, b target, body []byte, stream bool) *attemptResult {
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		return &attemptResult{neverSent: true, msg: err.Error()}
+	}
+	for k, vs := range r.Header {
+		up.Header[k] = vs
+	}
+	for _, k := range hopHeaders {
+		up.Header.Del(k)
+	}
+	for k := range up.Header {
+		if len(k) >= len(wire.HeaderPrefix) && http.CanonicalHeaderKey(k[:len(wire.HeaderPrefix)]) == wire.HeaderPrefix {
+			up.Header.Del(k)
+		}
+	}
+	up.Header.Set(wire.HeaderRouter, s.cfg.ID)
+	up.ContentLength = int64(len(body))
+	resp, err := s.client.Do(up)
+	if err != nil {
+		var op *net.OpError
+		refused := errors.As(err, &op) && op.Op == "dial"
+		return &attemptResult{neverSent: refused, msg: fmt.Sprintf("backend %s: %v", b.name, err)}
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway:
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		return &attemptResult{retryAfter: resp.Header.Get("Retry-After"), msg: fmt.Sprintf("backend %s: %s: %s", b.name, resp.Status, bytes.TrimSpace(msg))}
+	}
+	for _, k := range []string{"Content-Type", "Cache-Control", "x-should-retry", "Retry-After"} {
+		if v := resp.Header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+	w.Header().Set(wire.HeaderBackend, b.name)
+	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	buf := make([]byte, 32<<10)
+	streaming := stream && resp.Header.Get("Content-Type") == "text/event-stream"
+	sawError := false
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			sawError = sawError || (streaming && bytes.Contains(buf[:n], sseError))
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return &attemptResult{done: true, reason: ReasonClientCancelled}
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if rerr == nil {
+			continue
+		}
+		switch {
+		case errors.Is(rerr, io.EOF):
+			if resp.StatusCode >= 400 {
+				return &attemptResult{done: true, reason: ReasonBackendStatus}
+			}
+			if sawError { // the backend ended the stream with an error event
+				return &attemptResult{done: true, reason: ReasonBackendLost}
+			}
+			return &attemptResult{done: true}
+		case ctx.Err() != nil:
+			return &attemptResult{done: true, reason: ReasonClientCancelled}
+		default:
+			if streaming {
+				writeStreamError(w, fmt.Sprintf("router: backend %s failed mid-stream: %v", b.name, rerr))
+			}
+			return &attemptResult{done: true, reason: ReasonBackendLost}
+		}
+	}
+}
+
+// sseError starts an in-stream error event.
+var sseError = []byte(`data: {"error"`)
+
+// writeStreamError ends a stream with an SSE error event, never silently.
+func writeStreamError(w http.ResponseWriter, msg string) {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "APIConnectionError", "code": 502}})
+	_, _ = fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -1,0 +1,451 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	core "github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/policy"
+	rcore "github.com/stargate-llm/stargate/router"
+	"github.com/stargate-llm/stargate/serve/auth"
+	"github.com/stargate-llm/stargate/serve/openai"
+	"github.com/stargate-llm/stargate/serve/wire"
+)
+
+// StaticBackend is a backend known before any gateway registers.
+type StaticBackend struct {
+	Name     string
+	URL      string
+	Capacity int
+}
+
+// Config describes one router replica.
+type Config struct {
+	// ID names this replica to gateways.
+	ID     string
+	Policy string
+	Params policy.Params
+	Seed   uint64
+	// Static backends; gateways that push stats are added as they appear.
+	Static []StaticBackend
+	// Key checks gateways' signed stats; without it only static backends exist.
+	Key auth.Key
+	// APIKeys, when set, are required of every client request.
+	APIKeys *auth.APIKeys
+	// MaxBodyBytes bounds a request body; MaxMessages the messages in it;
+	// MaxTokensLimit a request's max_tokens.
+	MaxBodyBytes   int64
+	MaxMessages    int
+	MaxTokensLimit int
+	// MaxAttempts bounds the backends one request tries before its first byte.
+	MaxAttempts int
+	// StaleAfter is how long a backend may go without stats before it counts
+	// as failed; zero means 3 of its heartbeat intervals (at least 1.5 s).
+	StaleAfter time.Duration
+	Logger     *slog.Logger
+	Transport  http.RoundTripper
+}
+
+// DefaultConfig returns a router with DESIGN's policy defaults.
+func DefaultConfig() Config {
+	return Config{ID: "router-1", Policy: "pulsar-waw", Params: policy.DefaultParams(), Seed: 1,
+		MaxBodyBytes: 8 << 20, MaxMessages: 4096, MaxTokensLimit: 1 << 20, MaxAttempts: 3}
+}
+
+// Validate reports what is wrong with a configuration.
+func (c Config) Validate(reg *policy.Registry) error {
+	var errs []error
+	if c.ID == "" || strings.ContainsAny(c.ID, " \t\r\n") {
+		errs = append(errs, fmt.Errorf("id %q must be non-empty without spaces", c.ID))
+	}
+	if !reg.Has(c.Policy) {
+		errs = append(errs, fmt.Errorf("unknown policy %q (known: %s)", c.Policy, strings.Join(reg.Names(), ", ")))
+	}
+	if err := c.Params.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	seen := map[string]bool{}
+	for _, b := range c.Static {
+		if b.Name == "" || seen[b.Name] {
+			errs = append(errs, fmt.Errorf("static backend name %q is empty or repeated", b.Name))
+		}
+		seen[b.Name] = true
+		if !strings.HasPrefix(b.URL, "http://") && !strings.HasPrefix(b.URL, "https://") {
+			errs = append(errs, fmt.Errorf("static backend %q: URL %q is not http(s)", b.Name, b.URL))
+		}
+		if b.Capacity < 1 {
+			errs = append(errs, fmt.Errorf("static backend %q: capacity %d, want >= 1", b.Name, b.Capacity))
+		}
+	}
+	if len(c.Static) == 0 && len(c.Key.Secret) == 0 {
+		errs = append(errs, errors.New("no static backends and no HMAC key: gateways could never register; give --hmac-key-file or --backend"))
+	}
+	if c.MaxBodyBytes < 0 || c.MaxMessages < 1 || c.MaxTokensLimit < 1 || c.MaxAttempts < 1 || c.StaleAfter < 0 {
+		errs = append(errs, errors.New("body, message, max_tokens and attempt limits must be positive"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("router config: %w", err)
+	}
+	return nil
+}
+
+// backend is the router's record of one backend.
+type backend struct {
+	name, url, region string
+	static            bool
+	boot              string
+	last              wire.Stats
+	lastSeen          time.Time
+	failed            bool
+}
+
+// Server is a running router replica.
+type Server struct {
+	cfg    Config
+	reg    *policy.Registry
+	start  time.Time
+	log    *slog.Logger
+	client *http.Client
+	verify *auth.Verifier
+	met    *metrics
+
+	mu       sync.Mutex
+	backends []*backend
+	core     *rcore.Router
+	waits    map[uint64]*waitEntry
+	nextID   uint64
+	counts   accounting
+	outBuf   []rcore.Outcome
+	timerSet chan struct{}
+}
+
+type waitEntry struct {
+	session uint64
+	exclude []int
+	ch      chan policy.Decision // capacity 1
+}
+
+// New builds a router replica.
+func New(cfg Config, reg *policy.Registry) (*Server, error) {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 8 << 20
+	}
+	if err := cfg.Validate(reg); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
+	}
+	s := &Server{cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: tr},
+		waits: make(map[uint64]*waitEntry), timerSet: make(chan struct{}, 1)}
+	if len(cfg.Key.Secret) > 0 {
+		s.verify = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
+	}
+	for _, b := range cfg.Static {
+		s.backends = append(s.backends, &backend{name: b.Name, url: strings.TrimRight(b.URL, "/"), static: true,
+			last: wire.Stats{Backend: b.Name, Capacity: b.Capacity}, lastSeen: time.Now()})
+	}
+	if len(s.backends) > 0 {
+		if err := s.rebuild(); err != nil {
+			return nil, err
+		}
+	}
+	s.met = newMetrics(s)
+	return s, nil
+}
+
+func (s *Server) now() time.Duration { return time.Since(s.start) }
+
+// Run keeps the router's timers: waiting requests' deadlines and backend
+// liveness. It returns when ctx ends.
+func (s *Server) Run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	live := time.NewTicker(100 * time.Millisecond)
+	defer live.Stop()
+	for {
+		s.mu.Lock()
+		wait := time.Hour
+		if s.core != nil {
+			if at, ok := s.core.NextTimer(); ok {
+				wait = max(at-s.now(), 0)
+			}
+		}
+		s.mu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.timerSet:
+		case <-live.C:
+			s.checkLiveness()
+		case <-timer.C:
+			s.mu.Lock()
+			if s.core != nil {
+				s.outBuf = s.core.OnTimer(s.now(), s.outBuf[:0])
+				s.deliver(s.outBuf)
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// checkLiveness fails backends whose stats stopped and restores those whose
+// stats came back.
+func (s *Server) checkLiveness() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, b := range s.backends {
+		if b.static {
+			continue
+		}
+		stale := time.Since(b.lastSeen) > s.staleAfter(b)
+		if stale != b.failed {
+			b.failed = stale
+			s.core.SetEligible(i, !stale)
+			if stale {
+				s.log.Warn("backend failed: no stats", "backend", b.name, "for", time.Since(b.lastSeen).Round(time.Millisecond))
+			} else {
+				s.log.Info("backend back", "backend", b.name)
+			}
+		}
+	}
+}
+
+func (s *Server) staleAfter(b *backend) time.Duration {
+	if s.cfg.StaleAfter > 0 {
+		return s.cfg.StaleAfter
+	}
+	return max(3*b.last.Interval, 1500*time.Millisecond)
+}
+
+// rebuild makes a new placement core over the current backends, as when one
+// joins or restarts, and asks again for every waiting request. Called with
+// mu held.
+func (s *Server) rebuild() error {
+	pb := make([]policy.Backend, len(s.backends))
+	rb := make([]rcore.Backend, len(s.backends))
+	for i, b := range s.backends {
+		pb[i] = policy.Backend{Name: b.name, Key: policy.KeyOf(b.name)}
+		rb[i] = rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1)}
+	}
+	pol, err := s.reg.New(s.cfg.Policy, s.cfg.Params, pb, rand.New(rand.NewPCG(s.cfg.Seed, uint64(len(pb)))))
+	if err != nil {
+		return fmt.Errorf("router %s: %w", s.cfg.ID, err)
+	}
+	c, err := rcore.New(0, pol, rb)
+	if err != nil {
+		return fmt.Errorf("router %s: %w", s.cfg.ID, err)
+	}
+	now := s.now()
+	for i, b := range s.backends {
+		c.SetEligible(i, !b.failed)
+		if !b.static && b.last.Seq > 0 {
+			s.outBuf = c.OnStats(now, s.coreStats(i, &b.last), s.outBuf[:0])
+		}
+	}
+	s.core = c
+	ids := make([]uint64, 0, len(s.waits))
+	for id := range s.waits {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		w := s.waits[id]
+		if d := c.RouteExcluding(now, id, w.session, w.exclude); d.Kind != policy.Wait {
+			w.ch <- d
+			delete(s.waits, id)
+		}
+	}
+	signal(s.timerSet)
+	return nil
+}
+
+func (s *Server) coreStats(i int, m *wire.Stats) *core.Stats {
+	return &core.Stats{Backend: i, Seq: m.Seq, Capacity: m.Capacity, Active: m.Active, Waiting: m.Waiting,
+		InputTPS: m.InputTPS, MaxInputTPS: m.MaxInputTPS, Received: []uint64{m.Received}}
+}
+
+// deliver hands decisions about waiting requests to their handlers. Called
+// with mu held.
+func (s *Server) deliver(out []rcore.Outcome) {
+	for _, o := range out {
+		if w, ok := s.waits[o.ID]; ok {
+			w.ch <- o.Decision
+			delete(s.waits, o.ID)
+		}
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Handler serves the OpenAI API, the stats endpoint, /health, /metrics and
+// /v1/stargate/backends.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.complete)
+	mux.HandleFunc("POST /v1/completions", s.complete)
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("GET /metrics", s.met.handler())
+	mux.HandleFunc("GET /v1/stargate/backends", s.listBackends)
+	mux.HandleFunc("POST "+wire.PathStats, s.stats)
+	return mux
+}
+
+// stats takes a gateway's signed stats: it registers the backend on first
+// sight and on a new boot, and feeds the placement core.
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	if s.verify == nil {
+		http.Error(w, "this router takes no registrations: it has no HMAC key (--hmac-key-file)", http.StatusNotFound)
+		return
+	}
+	body, msgID, err := s.verify.Verify(r, 1<<20)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	var m wire.Stats
+	if err := json.Unmarshal(body, &m); err != nil {
+		http.Error(w, "stats body is not JSON stats: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := checkStats(&m, msgID.Sender); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.backends, func(b *backend) bool { return b.name == m.Backend })
+	if i >= 0 && s.backends[i].static {
+		http.Error(w, fmt.Sprintf("backend %q is configured statically here; give the gateway another --id", m.Backend), http.StatusConflict)
+		return
+	}
+	rebuild := false
+	if i < 0 {
+		s.backends = append(s.backends, &backend{name: m.Backend})
+		i = len(s.backends) - 1
+		rebuild = true
+		s.log.Info("backend registered", "backend", m.Backend, "url", m.URL, "capacity", m.Capacity)
+	}
+	b := s.backends[i]
+	if b.boot != msgID.Boot {
+		rebuild = rebuild || b.boot != "" // a restarted gateway counts from zero again
+		b.boot = msgID.Boot
+	}
+	if b.last.Capacity != m.Capacity {
+		rebuild = true
+	}
+	b.url, b.region, b.last, b.lastSeen = strings.TrimRight(m.URL, "/"), m.Region, m, time.Now()
+	if b.failed {
+		b.failed = false
+		rebuild = true
+	}
+	if rebuild {
+		if err := s.rebuild(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	} else {
+		s.outBuf = s.core.OnStats(s.now(), s.coreStats(i, &m), s.outBuf[:0])
+		s.deliver(s.outBuf)
+	}
+	writeJSON(w, http.StatusOK, wire.StatsReply{Router: s.cfg.ID})
+}
+
+func checkStats(m *wire.Stats, sender string) error {
+	if m.Backend == "" || m.Backend != sender {
+		return fmt.Errorf("stats for backend %q signed by %q: a gateway reports only itself", m.Backend, sender)
+	}
+	if !strings.HasPrefix(m.URL, "http://") && !strings.HasPrefix(m.URL, "https://") {
+		return fmt.Errorf("stats URL %q is not http(s)", m.URL)
+	}
+	if m.Capacity < 1 || m.Active < 0 || m.Waiting < 0 || m.InputTPS < 0 || m.MaxInputTPS < 0 || m.Seq == 0 || m.MaxModelLen < 0 {
+		return fmt.Errorf("stats of %q are out of range (capacity %d, active %d, waiting %d, seq %d)", m.Backend, m.Capacity, m.Active, m.Waiting, m.Seq)
+	}
+	return nil
+}
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	seen := map[string]int{}
+	var order []string
+	for _, b := range s.backends {
+		if b.failed {
+			continue
+		}
+		for _, m := range b.last.Models {
+			if _, ok := seen[m]; !ok {
+				order = append(order, m)
+			}
+			seen[m] = max(seen[m], b.last.MaxModelLen)
+		}
+	}
+	s.mu.Unlock()
+	data := make([]map[string]any, len(order))
+	for i, m := range order {
+		data[i] = map[string]any{"id": m, "object": "model", "owned_by": "stargate", "max_model_len": seen[m]}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// BackendInfo is one entry of GET /v1/stargate/backends.
+type BackendInfo struct {
+	Name     string     `json:"name"`
+	URL      string     `json:"url"`
+	Region   string     `json:"region,omitempty"`
+	State    string     `json:"state"`
+	Static   bool       `json:"static,omitempty"`
+	Weight   float64    `json:"weight"`
+	Pending  int        `json:"pending"`
+	Queued   int        `json:"queued"`
+	AgeS     float64    `json:"last_stats_age_s"`
+	Stats    wire.Stats `json:"stats"`
+	Eligible bool       `json:"eligible"`
+}
+
+// Backends lists the router's backends as GET /v1/stargate/backends does.
+func (s *Server) Backends() []BackendInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]BackendInfo, len(s.backends))
+	if s.core == nil {
+		return out
+	}
+	views := s.core.Views()
+	weights := policy.Weights(s.core.Policy(), views, nil)
+	for i, b := range s.backends {
+		state := "ready"
+		if b.failed {
+			state = "failed"
+		}
+		out[i] = BackendInfo{Name: b.name, URL: b.url, Region: b.region, State: state, Static: b.static, Weight: weights[i],
+			Pending: views[i].Pending, Queued: views[i].Queued, AgeS: time.Since(b.lastSeen).Seconds(), Stats: b.last,
+			Eligible: views[i].Eligible}
+	}
+	return out
+}
+
+func (s *Server) listBackends(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"router": s.cfg.ID, "policy": s.cfg.Policy, "backends": s.Backends()})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) { openai.WriteJSON(w, status, v) }

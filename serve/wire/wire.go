@@ -1,0 +1,70 @@
+// Package wire holds the messages the live services exchange (Stargate): a
+// gateway's stats and heartbeats to routers, and the internal headers. Every
+// message is JSON and travels HMAC-signed (package auth).
+package wire
+
+import "time"
+
+// Internal headers. A router strips every X-Stargate- header from client
+// requests before it sets its own.
+const (
+	// HeaderRouter names the router replica that sent a request to a gateway.
+	HeaderRouter = "X-Stargate-Router"
+	// HeaderBackend names the backend that served (or refused) a request.
+	HeaderBackend = "X-Stargate-Backend"
+	// HeaderPrefix starts every internal header.
+	HeaderPrefix = "X-Stargate-"
+)
+
+// Paths of the internal endpoints.
+const (
+	PathStats = "/v1/stargate/stats"
+)
+
+// Stats is a gateway's stats message (also its heartbeat) to one router:
+// it registers the backend on first sight and refreshes it after.
+type Stats struct {
+	// Backend is the gateway's id; URL is where routers send requests.
+	Backend string `json:"backend"`
+	URL     string `json:"url"`
+	Region  string `json:"region,omitempty"`
+	// Seq increases with every stats message of this gateway's boot.
+	Seq uint64 `json:"seq"`
+	// Models the engine serves and the longest context it takes.
+	Models      []string `json:"models"`
+	MaxModelLen int      `json:"max_model_len"`
+	Workers     int      `json:"workers"`
+	Quarantined int      `json:"quarantined_workers"`
+	// Admission state, from the gateway core.
+	Capacity    int     `json:"capacity"`
+	Active      int     `json:"active"`
+	Waiting     int     `json:"waiting"`
+	InputTPS    float64 `json:"input_tps"`
+	MaxInputTPS float64 `json:"max_input_tps"`
+	// Received counts the requests of the receiving router that reached the
+	// gateway, so the router knows which of its dispatches these stats
+	// include.
+	Received  uint64 `json:"received"`
+	Completed uint64 `json:"completed"`
+	Rejected  uint64 `json:"rejected"`
+	Cancelled uint64 `json:"cancelled"`
+	// Engine holds what the gateway scraped from the engine's /metrics.
+	Engine EngineMetrics `json:"engine"`
+	// Interval is the longest time until the next message; a router counts
+	// the backend failed when a few intervals pass without one.
+	Interval time.Duration `json:"interval_ns"`
+}
+
+// EngineMetrics are vLLM's load metrics as last scraped.
+type EngineMetrics struct {
+	Running    float64 `json:"running"`
+	Waiting    float64 `json:"waiting"`
+	KVUsage    float64 `json:"kv_cache_usage"`
+	ScrapedAgo float64 `json:"scraped_ago_s"`
+	Error      string  `json:"error,omitempty"`
+}
+
+// StatsReply is a router's answer to a stats message.
+type StatsReply struct {
+	Router string `json:"router"`
+}
