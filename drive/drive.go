@@ -1,0 +1,357 @@
+// Package drive is the live load driver (Stargate): it plays the workload's
+// growing multi-turn sessions against router URLs over HTTP with streaming,
+// applying the client core's SLO, timeout and retry rules, and measures turns
+// with the same metrics as the simulator.
+//
+// Sessions arrive as a Poisson process (workload.Config.SessionRate) from a
+// seeded generator and are spread over the targets in turn. A turn sends one
+// chat message padded to exactly the turn's prompt tokens (by the documented
+// token count of package openai) with X-Session-ID set to the session, and
+// max_tokens set to the turn's output tokens. A 429 or 503 counts as a
+// rejection, another error or an SSE error event as an error, and an attempt
+// that runs past its timeout as a timeout; the client core decides whether to
+// retry. Turns that end in [warmup, warmup+measure) are measured; at the end
+// of the window every turn in flight is cancelled.
+package drive
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stargate-llm/stargate/client"
+	"github.com/stargate-llm/stargate/metrics"
+	"github.com/stargate-llm/stargate/serve/wire"
+	"github.com/stargate-llm/stargate/workload"
+)
+
+// Config describes one driver run.
+type Config struct {
+	// Targets are router base URLs; TargetRegion[i] (optional) is target i's
+	// region, written into the records.
+	Targets      []string
+	TargetRegion []int
+	RPS          float64
+	Warmup       time.Duration
+	Measure      time.Duration
+	Seed         uint64
+	Workload     workload.Config
+	Client       client.Config
+	Model        string
+	APIKey       string
+	// Progress, if set, is called about once a second with the time elapsed.
+	Progress func(elapsed time.Duration)
+	// Transport is the HTTP transport; nil means a pooled default.
+	Transport http.RoundTripper
+}
+
+// Result is a run's measured window.
+type Result struct {
+	Summary  metrics.Summary
+	Records  []metrics.TurnRecord
+	Backends []string // backend names by the index used in Records
+}
+
+// Validate reports what is wrong with a configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Targets) == 0 {
+		errs = append(errs, errors.New("no target; give --target URL"))
+	}
+	for _, t := range c.Targets {
+		if !strings.HasPrefix(t, "http://") && !strings.HasPrefix(t, "https://") {
+			errs = append(errs, fmt.Errorf("target %q is not an http(s) URL", t))
+		}
+	}
+	if !(c.RPS > 0) || c.RPS > 10_000 {
+		errs = append(errs, fmt.Errorf("rps must be in (0, 10000], got %v", c.RPS))
+	}
+	if c.Warmup < 0 || c.Measure <= 0 {
+		errs = append(errs, fmt.Errorf("warmup must be >= 0 and measure > 0, got %v and %v", c.Warmup, c.Measure))
+	}
+	if err := c.Workload.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Client.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("drive: %w", err)
+	}
+	return nil
+}
+
+type driver struct {
+	cfg    Config
+	client *http.Client
+	start  time.Time
+
+	mu       sync.Mutex
+	coll     *metrics.Collector
+	backends map[string]int
+	names    []string
+}
+
+// Run drives the targets for warmup+measure and returns the measured window.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
+	}
+	end := cfg.Warmup + cfg.Measure
+	expected := int(cfg.RPS*cfg.Measure.Seconds()) + 16
+	d := &driver{cfg: cfg, client: &http.Client{Transport: tr}, start: time.Now(),
+		coll: metrics.NewCollector(cfg.Warmup, end, cfg.Client.TTFTSLO, expected), backends: make(map[string]int)}
+	runCtx, cancel := context.WithTimeout(ctx, end)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x64726976))
+	arrivals, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), rng)
+	if err != nil {
+		return nil, fmt.Errorf("drive: %w", err)
+	}
+	var wg sync.WaitGroup
+	var next time.Duration
+	progress := time.NewTicker(time.Second)
+	defer progress.Stop()
+	for id := uint64(1); ; id++ {
+		next = arrivals.Next(next)
+		if next >= end {
+			break
+		}
+		if !d.sleepUntil(runCtx, next, progress) {
+			break
+		}
+		target := int(id-1) % len(cfg.Targets)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.session(runCtx, cfg.Workload.NewSession(cfg.Seed, id), target)
+		}()
+	}
+	d.sleepUntil(runCtx, end, progress)
+	cancel()
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("drive: stopped: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return &Result{Summary: d.coll.Summary(), Records: d.coll.Records(), Backends: d.names}, nil
+}
+
+func (d *driver) now() time.Duration { return time.Since(d.start) }
+
+// sleepUntil waits until offset at of the run, reporting progress; false if
+// ctx ended.
+func (d *driver) sleepUntil(ctx context.Context, at time.Duration, progress *time.Ticker) bool {
+	for {
+		wait := at - d.now()
+		if wait <= 0 {
+			return true
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-progress.C:
+			timer.Stop()
+			if d.cfg.Progress != nil {
+				d.cfg.Progress(d.now())
+			}
+		case <-timer.C:
+			return true
+		}
+	}
+}
+
+// session plays one session's turns until it ends or ctx ends.
+func (d *driver) session(ctx context.Context, ws *workload.Session, target int) {
+	region := 0
+	if target < len(d.cfg.TargetRegion) {
+		region = d.cfg.TargetRegion[target]
+	}
+	for {
+		t, ok := ws.Next()
+		if !ok {
+			return
+		}
+		start := d.now()
+		d.mu.Lock()
+		d.coll.TurnStarted(start)
+		d.mu.Unlock()
+		turn := d.cfg.Client.NewTurn(start, metrics.TurnRecord{Session: ws.ID, Turn: t.Index, Region: region,
+			Router: target, Backend: -1, PromptTokens: t.PromptTokens})
+		body := requestBody(d.cfg.Model, ws.ID, t)
+		for !turn.Done() {
+			deadline := turn.Attempt(d.now())
+			res := d.attempt(ctx, d.cfg.Targets[target], ws.ID, body, deadline, &turn)
+			if ctx.Err() != nil {
+				return // the run is over: the turn is not measured
+			}
+			if res.ok {
+				turn.Complete(d.now(), res.backend, res.cached, res.output)
+				break
+			}
+			retryAt, retry := turn.Fail(d.now(), res.failure, res.backend)
+			if retry && !sleepCtx(ctx, retryAt-d.now()) {
+				return
+			}
+		}
+		d.mu.Lock()
+		d.coll.Add(turn.Record)
+		d.mu.Unlock()
+		if !sleepCtx(ctx, ws.ThinkTime()) {
+			return
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// requestBody is a turn's chat request: one user message of exactly the
+// turn's prompt tokens (4 for the message, 4 bytes a token for the text).
+func requestBody(model string, session uint64, t workload.Turn) []byte {
+	textTokens := max(t.PromptTokens-4, 1)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"model":%q,"stream":true,"stream_options":{"include_usage":true},"max_tokens":%d,"messages":[{"role":"user","content":"`,
+		model, t.OutputTokens)
+	seed := fmt.Sprintf("session %d turn %d ", session, t.Index)
+	for i := 0; i < textTokens*4; i++ {
+		b.WriteByte(seed[i%len(seed)])
+	}
+	b.WriteString(`"}]}`)
+	return b.Bytes()
+}
+
+type attemptResult struct {
+	ok             bool
+	failure        client.Failure
+	reason         string
+	backend        int
+	cached, output int
+}
+
+// attempt sends one attempt and reads its stream.
+func (d *driver) attempt(ctx context.Context, target string, session uint64, body []byte, deadline time.Duration, turn *client.Turn) attemptResult {
+	actx, cancel := context.WithTimeout(ctx, max(deadline-d.now(), time.Millisecond))
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, target+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return attemptResult{failure: client.Errored, reason: err.Error(), backend: -1}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Session-ID", strconv.FormatUint(session, 10))
+	if d.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+d.cfg.APIKey)
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return d.failed(actx, ctx, -1, "request: "+err.Error())
+	}
+	defer resp.Body.Close()
+	backend := d.backendIndex(resp.Header.Get(wire.HeaderBackend))
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return attemptResult{failure: client.Rejected, reason: "rejected: " + resp.Status, backend: backend}
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return attemptResult{failure: client.Errored, reason: fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(msg)), backend: backend}
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	first := false
+	res := attemptResult{backend: backend}
+	for sc.Scan() {
+		line, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if !ok {
+			continue
+		}
+		if string(line) == "[DONE]" {
+			if !first {
+				return attemptResult{failure: client.Errored, reason: "stream ended without a token", backend: backend}
+			}
+			res.ok = true
+			return res
+		}
+		var ev struct {
+			Error   *struct{ Message string } `json:"error"`
+			Choices []struct {
+				Delta struct{ Content string } `json:"delta"`
+			} `json:"choices"`
+			Usage *struct {
+				CompletionTokens int `json:"completion_tokens"`
+				Details          *struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return attemptResult{failure: client.Errored, reason: "bad SSE event: " + err.Error(), backend: backend}
+		}
+		if ev.Error != nil {
+			return attemptResult{failure: client.Errored, reason: "in-stream error: " + ev.Error.Message, backend: backend}
+		}
+		if !first && len(ev.Choices) > 0 && ev.Choices[0].Delta.Content != "" {
+			first = true
+			turn.FirstToken(d.now())
+		}
+		if ev.Usage != nil {
+			res.output = ev.Usage.CompletionTokens
+			if ev.Usage.Details != nil {
+				res.cached = ev.Usage.Details.Cached
+			}
+		}
+	}
+	return d.failed(actx, ctx, backend, fmt.Sprintf("stream cut: %v", sc.Err()))
+}
+
+// failed classifies an attempt that broke: a timeout if its own deadline
+// passed, else an error.
+func (d *driver) failed(actx, runCtx context.Context, backend int, reason string) attemptResult {
+	if runCtx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		return attemptResult{failure: client.TimedOut, reason: "attempt timed out", backend: backend}
+	}
+	return attemptResult{failure: client.Errored, reason: reason, backend: backend}
+}
+
+func (d *driver) backendIndex(name string) int {
+	if name == "" {
+		return -1
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i, ok := d.backends[name]
+	if !ok {
+		i = len(d.names)
+		d.backends[name] = i
+		d.names = append(d.names, name)
+	}
+	return i
+}
