@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/drive"
+	"github.com/stargate-llm/stargate/metrics"
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/serve/auth"
+	"github.com/stargate-llm/stargate/serve/fleet"
+	"github.com/stargate-llm/stargate/serve/gateway"
+	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/study"
+)
+
+// serveHandler serves h on ln until ctx ends, then shuts down with a grace
+// period; stop, if set, runs after the listener closes.
+func serveHandler(ctx context.Context, ln net.Listener, h http.Handler) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(shutdown)
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return failure{err}
+	}
+	return nil
+}
+
+func logger(w io.Writer, verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func newGatewayCmd() *cobra.Command {
+	cfg := gateway.DefaultConfig()
+	var listen, keyFile string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "Front one backend: admission, worker slots, quarantine, stats to routers",
+		Long: `Serve the OpenAI API on --listen in front of one backend: a stargate engine
+(or any engine serving several workers at one URL), or one engine URL per GPU
+worker (repeat --engine). Requests are admitted, queued or refused (503 with
+Retry-After) by the gateway core; each takes a worker permit. Stats and
+heartbeats go, signed with the HMAC key, to every --router.`,
+		Example: `  stargate gateway --engine http://127.0.0.1:8001 --router http://127.0.0.1:8080 \
+    --id gw-a --advertise http://127.0.0.1:9001 --listen 127.0.0.1:9001 --hmac-key-file key.txt`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if keyFile != "" {
+				k, err := auth.LoadKey(keyFile)
+				if err != nil {
+					return usageError{err}
+				}
+				cfg.Key = k
+			}
+			if cfg.Advertise == "" && len(cfg.Routers) > 0 {
+				cfg.Advertise = "http://" + listen
+			}
+			cfg.Logger = logger(cmd.ErrOrStderr(), verbose)
+			srv, err := gateway.New(cfg)
+			if err != nil {
+				return usageError{err}
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return usagef("--listen %q: %v", listen, err)
+			}
+			ctx := cmd.Context()
+			if err := srv.Start(ctx); err != nil {
+				_ = ln.Close()
+				if ctx.Err() != nil {
+					return nil
+				}
+				return failure{err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stargate gateway %s serving on http://%s\n", cfg.ID, ln.Addr())
+			err = serveHandler(ctx, ln, srv.Handler())
+			srv.Wait()
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:9001", "address to listen on")
+	f.StringArrayVar(&cfg.Engines, "engine", nil, "engine base URL (repeat for one URL per GPU worker)")
+	f.IntVar(&cfg.Workers, "workers", 0, "workers behind a single engine URL (0: ask its /metrics, else 1)")
+	f.StringArrayVar(&cfg.Routers, "router", nil, "router base URL to send stats to (repeatable)")
+	f.StringVar(&cfg.ID, "id", cfg.ID, "backend name routers know this gateway by")
+	f.StringVar(&cfg.Region, "region", "", "region of this backend")
+	f.StringVar(&cfg.Advertise, "advertise", "", "URL routers use to reach this gateway (default http://LISTEN)")
+	f.StringVar(&keyFile, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) shared with routers and the engine's fence")
+	f.IntVar(&cfg.Slots.MaxInflightPerWorker, "max-inflight-per-worker", cfg.Slots.MaxInflightPerWorker, "submissions one worker may hold at once")
+	f.IntVar(&cfg.Slots.MaxWaitingRequests, "max-waiting-requests", cfg.Slots.MaxWaitingRequests, "submissions that may wait for a worker permit")
+	f.DurationVar(&cfg.UpstreamIdleTimeout, "upstream-idle-timeout", cfg.UpstreamIdleTimeout, "longest wait for the engine's next byte; longer quarantines the worker")
+	f.BoolVar(&verbose, "verbose", false, "log debug messages")
+	return cmd
+}
+
+func newRouterCmd() *cobra.Command {
+	cfg := router.DefaultConfig()
+	var listen, keyFile, apiKeys string
+	var backends []string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "router",
+		Short: "Serve the OpenAI API and place each request on a backend",
+		Long: `Serve an OpenAI-compatible front door on --listen. Backends register by
+sending signed stats (gateways started with --router pointing here), or are
+listed with --backend NAME=URL[@CAPACITY]. GET /v1/stargate/backends shows
+each backend's state, stats and weight.`,
+		Example: `  stargate router --listen 127.0.0.1:8080 --policy pulsar-waw --hmac-key-file key.txt`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg := policy.NewRegistry()
+			if keyFile != "" {
+				k, err := auth.LoadKey(keyFile)
+				if err != nil {
+					return usageError{err}
+				}
+				cfg.Key = k
+			}
+			if apiKeys != "" {
+				k, err := auth.LoadAPIKeys(apiKeys)
+				if err != nil {
+					return usageError{err}
+				}
+				cfg.APIKeys = k
+			}
+			for _, b := range backends {
+				sb, err := parseStaticBackend(b)
+				if err != nil {
+					return usageError{err}
+				}
+				cfg.Static = append(cfg.Static, sb)
+			}
+			cfg.Logger = logger(cmd.ErrOrStderr(), verbose)
+			srv, err := router.New(cfg, reg)
+			if err != nil {
+				return usageError{err}
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return usagef("--listen %q: %v", listen, err)
+			}
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			done := make(chan struct{})
+			go func() { srv.Run(ctx); close(done) }()
+			fmt.Fprintf(cmd.OutOrStdout(), "http://%s\n", ln.Addr())
+			err = serveHandler(ctx, ln, srv.Handler())
+			cancel()
+			<-done
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
+	f.StringVar(&cfg.ID, "id", cfg.ID, "this replica's name, sent to gateways")
+	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "placement policy ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
+	f.StringVar(&keyFile, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) gateways sign their stats with")
+	f.StringVar(&apiKeys, "api-keys", "", "file of client API keys, one per line (the key, or sha256:HEX of it)")
+	f.StringArrayVar(&backends, "backend", nil, "static backend NAME=URL[@CAPACITY] (repeatable)")
+	f.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "backends one request may try before its first byte")
+	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of randomized policies")
+	f.BoolVar(&verbose, "verbose", false, "log debug messages")
+	return cmd
+}
+
+func parseStaticBackend(s string) (router.StaticBackend, error) {
+	name, rest, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return router.StaticBackend{}, fmt.Errorf("--backend %q: want NAME=URL[@CAPACITY]", s)
+	}
+	b := router.StaticBackend{Name: name, URL: rest, Capacity: 25}
+	if u, c, ok := strings.Cut(rest, "@"); ok {
+		if _, err := fmt.Sscanf(c, "%d", &b.Capacity); err != nil || b.Capacity < 1 {
+			return b, fmt.Errorf("--backend %q: capacity %q must be a whole number >= 1", s, c)
+		}
+		b.URL = u
+	}
+	return b, nil
+}
+
+func newFleetCmd() *cobra.Command {
+	var fleetName, pol string
+	var routers int
+	var seed uint64
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "Run a whole live fleet (engines, gateways, routers) in this process on loopback",
+		Long: `Start one mock engine and one gateway per backend and the routers of every
+region, each a real HTTP server on 127.0.0.1, with the regions' latencies
+injected in-process. The first output line lists the router URLs. The default
+is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`,
+		Example: `  stargate fleet
+  stargate fleet --fleet examples/small.yaml --policy least-request`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg := policy.NewRegistry()
+			fl, err := config.Load(fleetName)
+			if err != nil {
+				return usageError{err}
+			}
+			scfg, err := fl.SimConfig(config.Run{Policy: pol, RPS: 1, Seed: seed, Warmup: time.Second, Measure: time.Second}, reg)
+			if err != nil {
+				return usageError{err}
+			}
+			ctx := cmd.Context()
+			f, err := fleet.Start(ctx, scfg, reg, fleet.Options{RoutersPerRegion: routers, Seed: seed, Logger: logger(cmd.ErrOrStderr(), verbose)})
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return failure{err}
+			}
+			defer f.Stop()
+			fmt.Fprintln(cmd.OutOrStdout(), strings.Join(f.RouterURLs, ","))
+			fmt.Fprintf(cmd.ErrOrStderr(), "fleet %s: %d backends, %d routers, policy %s; Ctrl-C stops it\n", fl.Name, len(f.Gateways), len(f.Routers), pol)
+			<-ctx.Done()
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&fleetName, "fleet", "small", "fleet: small, hetero, homo or a fleet file")
+	f.StringVar(&pol, "policy", "pulsar-waw", "placement policy")
+	f.IntVar(&routers, "routers-per-region", 0, "routers in each region (0: the fleet's own count)")
+	f.Uint64Var(&seed, "seed", 1, "seed of the engines' text and the policies")
+	f.BoolVar(&verbose, "verbose", false, "log the services' messages")
+	return cmd
+}
+
+func newDriveCmd() *cobra.Command {
+	var targets, fleetName, out string
+	cfg := drive.Config{Model: "stargate-mock"}
+	cmd := &cobra.Command{
+		Use:   "drive",
+		Short: "Drive routers with growing multi-turn sessions over HTTP and measure them",
+		Long: `Play the workload's growing sessions against the routers in --target, with
+the client's SLO, timeout and retry rules, and print the measured window's
+summary as JSON (the fields of stargate sim). With --out, write
+records.ndjson and summary.json there. The workload and client settings come
+from --fleet (default: the routing study's).`,
+		Example: `  stargate drive --target http://127.0.0.1:8080 --rps 2 --warmup 10s --measure 30s`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl, err := config.Load(fleetName)
+			if err != nil {
+				return usageError{err}
+			}
+			cfg.Targets = splitList(targets)
+			cfg.Workload, cfg.Client = fl.Workload, fl.Client
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			total := cfg.Warmup + cfg.Measure
+			errw := cmd.ErrOrStderr()
+			cfg.Progress = func(el time.Duration) {
+				fmt.Fprintf(errw, "\rdriving: %3.0f%% (%v of %v)", 100*el.Seconds()/total.Seconds(), el.Round(time.Second), total)
+			}
+			res, err := drive.Run(cmd.Context(), cfg)
+			fmt.Fprintln(errw)
+			if err != nil {
+				return failure{err}
+			}
+			if out != "" {
+				if err := os.MkdirAll(out, 0o755); err != nil {
+					return failure{err}
+				}
+				if err := study.WriteFile(out, "records.ndjson", func(w io.Writer) error { return metrics.WriteNDJSON(w, res.Records) }); err != nil {
+					return failure{err}
+				}
+				if err := study.WriteFile(out, "summary.json", func(w io.Writer) error { return writeIndented(w, res.Summary) }); err != nil {
+					return failure{err}
+				}
+			}
+			return writeIndented(cmd.OutOrStdout(), res.Summary)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&targets, "target", "", "router URLs, comma separated")
+	f.Float64Var(&cfg.RPS, "rps", 2, "nominal request rate (sessions arrive at rps / mean turns)")
+	f.DurationVar(&cfg.Warmup, "warmup", 10*time.Second, "warm-up before the measured window")
+	f.DurationVar(&cfg.Measure, "measure", 30*time.Second, "length of the measured window")
+	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the sessions")
+	f.StringVar(&out, "out", "", "directory for records.ndjson and summary.json")
+	f.StringVar(&fleetName, "fleet", "hetero", "fleet whose workload and client settings to use (built-in or file)")
+	f.StringVar(&cfg.Model, "model", cfg.Model, "model name to request")
+	f.StringVar(&cfg.APIKey, "api-key", "", "API key sent as Authorization: Bearer")
+	return cmd
+}
+
+func writeIndented(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
