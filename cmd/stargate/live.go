@@ -77,17 +77,18 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 				}
 				cfg.Key = k
 			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return usagef("--listen %q: %v", listen, err)
+			}
 			if cfg.Advertise == "" && len(cfg.Routers) > 0 {
-				cfg.Advertise = "http://" + listen
+				cfg.Advertise = "http://" + ln.Addr().String()
 			}
 			cfg.Logger = logger(cmd.ErrOrStderr(), verbose)
 			srv, err := gateway.New(cfg)
 			if err != nil {
+				_ = ln.Close()
 				return usageError{err}
-			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return usagef("--listen %q: %v", listen, err)
 			}
 			ctx := cmd.Context()
 			if err := srv.Start(ctx); err != nil {

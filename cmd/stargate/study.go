@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,7 +32,9 @@ func newRoutingCmd() *cobra.Command {
 		quick    bool
 		out      string
 		parallel int
+		live     bool
 	)
+	lo := study.DefaultLiveOptions()
 	cmd := &cobra.Command{
 		Use:   "routing",
 		Short: "The reference routing study: affinity policies against baselines on two fleets",
@@ -40,6 +46,9 @@ measured-TPS weighting) and four baselines, at 350 and 450 req/s (hetero) and
 Prints a table and writes results.json, report.html and table.txt to --out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if live {
+				return runLiveRouting(cmd, lo, out)
+			}
 			start := time.Now()
 			res, err := study.Routing(cmd.Context(), policy.NewRegistry(),
 				study.RoutingOptions{Quick: quick, Parallel: parallel, Progress: newProgress(cmd.ErrOrStderr(), "routing study")})
@@ -67,5 +76,51 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 	f.BoolVar(&quick, "quick", false, "one seed, one rate per fleet, 150 s warm-up + 60 s measured")
 	f.StringVar(&out, "out", "out/routing", "directory for the report files")
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
+	f.BoolVar(&live, "live", false, "run the study on live in-process fleets at --scale, each run matched by a simulator run")
+	f.Float64Var(&lo.Scale, "scale", lo.Scale, "live: fraction of every backend's GPUs (at least 1) and of the rate")
+	f.DurationVar(&lo.Warmup, "warmup", lo.Warmup, "live: warm-up before the measured window")
+	f.DurationVar(&lo.Measure, "measure", lo.Measure, "live: length of the measured window")
+	f.StringSliceVar(&lo.Fleets, "fleet", lo.Fleets, "live: fleets (built-in names or files)")
+	f.StringSliceVar(&lo.Policies, "policy", lo.Policies, "live: policies")
+	f.Uint64Var(&lo.Seed, "seed", lo.Seed, "live: seed")
 	return cmd
+}
+
+func runLiveRouting(cmd *cobra.Command, lo study.LiveOptions, out string) error {
+	errw := cmd.ErrOrStderr()
+	lo.Log = func(msg string) { fmt.Fprintf(errw, "%s %s\n", time.Now().Format("15:04:05"), msg) }
+	reg := policy.NewRegistry()
+	for _, p := range lo.Policies {
+		if !reg.Has(p) {
+			return usagef("unknown policy %q (known: %s)", p, strings.Join(reg.Names(), ", "))
+		}
+	}
+	pairs, err := study.LiveRouting(cmd.Context(), reg, lo)
+	if errors.Is(err, study.ErrInvalidRun) {
+		return usageError{err}
+	}
+	if err != nil {
+		return failure{err}
+	}
+	t := study.LiveTable(pairs)
+	w := cmd.OutOrStdout()
+	if err := t.WriteText(w); err != nil {
+		return failure{err}
+	}
+	if agree, err := study.RankAgreement(pairs); err == nil {
+		for fl, ok := range agree {
+			fmt.Fprintf(w, "%s: live and sim rank the policies the same way: %v\n", fl, ok)
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return failure{err}
+	}
+	if err := study.WriteFile(out, "live.json", func(w io.Writer) error { return writeIndented(w, pairs) }); err != nil {
+		return failure{err}
+	}
+	if err := study.WriteFile(out, "live.txt", t.WriteText); err != nil {
+		return failure{err}
+	}
+	fmt.Fprintf(w, "wrote %s/live.json and %s/live.txt\n", out, out)
+	return nil
 }

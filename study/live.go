@@ -1,0 +1,186 @@
+package study
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/drive"
+	"github.com/stargate-llm/stargate/metrics"
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/report"
+	"github.com/stargate-llm/stargate/serve/fleet"
+	"github.com/stargate-llm/stargate/sim"
+)
+
+// LiveOptions choose the live routing study: each run starts a fleet in this
+// process and drives it over HTTP, and is matched by a simulator run of the
+// same scaled configuration and seed.
+type LiveOptions struct {
+	// Fleets are fleet names or files; Policies the policies compared.
+	Fleets   []string
+	Policies []string
+	// RPS is the full-scale nominal rate per fleet (by fleet name); missing
+	// fleets use DefaultLiveRPS.
+	RPS map[string]float64
+	// Scale multiplies every backend's GPUs (rounded, at least 1) and the rate.
+	Scale           float64
+	Seed            uint64
+	Warmup, Measure time.Duration
+	// Log hears about each run as it starts and ends.
+	Log func(msg string)
+}
+
+// DefaultLiveRPS is the live study's full-scale rate when a fleet has none.
+const DefaultLiveRPS = 450
+
+// DefaultLiveOptions are the documented live study: both study fleets at
+// 450 req/s full scale, waw against pulsar-waw, scale 0.1 (about 30 GPUs and
+// 45 req/s), seed 1, 150 s warm-up and 120 s measured.
+func DefaultLiveOptions() LiveOptions {
+	return LiveOptions{Fleets: []string{"hetero", "homo"}, Policies: []string{"waw", "pulsar-waw"},
+		RPS: map[string]float64{"hetero": 450, "homo": 450}, Scale: 0.1, Seed: 1,
+		Warmup: 150 * time.Second, Measure: 120 * time.Second}
+}
+
+// LivePair is one live run and its simulator twin.
+type LivePair struct {
+	Fleet  string          `json:"fleet"`
+	Policy string          `json:"policy"`
+	Scale  float64         `json:"scale"`
+	GPUs   int             `json:"gpus"`
+	RPS    float64         `json:"rps"`
+	Live   metrics.Summary `json:"live"`
+	Sim    metrics.Summary `json:"sim"`
+}
+
+// ScaleConfig shrinks cfg to scale: every backend keeps at least one GPU,
+// every region keeps one router, and the rate scales with the GPUs it
+// really kept, so that load per GPU stays the full-scale one.
+func ScaleConfig(cfg *sim.Config, scale float64) error {
+	if !(scale > 0) || scale > 1 {
+		return fmt.Errorf("scale must be in (0, 1], got %v", scale)
+	}
+	before, after := 0, 0
+	for i := range cfg.Backends {
+		b := &cfg.Backends[i]
+		before += b.Workers
+		b.Workers = max(1, int(math.Round(float64(b.Workers)*scale)))
+		after += b.Workers
+	}
+	for i := range cfg.Regions {
+		cfg.Regions[i].Routers = 1
+	}
+	cfg.RPS *= float64(after) / float64(before)
+	return nil
+}
+
+// LiveRouting runs the live routing study.
+func LiveRouting(ctx context.Context, reg *policy.Registry, opts LiveOptions) ([]LivePair, error) {
+	if opts.Warmup < 0 || opts.Measure <= 0 {
+		return nil, fmt.Errorf("%w: warm-up must be >= 0 and measure > 0", ErrInvalidRun)
+	}
+	var pairs []LivePair
+	for _, name := range opts.Fleets {
+		fl, err := config.Load(name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidRun, err)
+		}
+		rps := opts.RPS[fl.Name]
+		if rps == 0 {
+			rps = DefaultLiveRPS
+		}
+		for _, pol := range opts.Policies {
+			cfg, err := fl.SimConfig(config.Run{Policy: pol, RPS: rps, Seed: opts.Seed, Warmup: opts.Warmup, Measure: opts.Measure}, reg)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalidRun, err)
+			}
+			if err := ScaleConfig(&cfg, opts.Scale); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalidRun, err)
+			}
+			p, err := livePair(ctx, reg, fl.Name, cfg, opts)
+			if err != nil {
+				return nil, err
+			}
+			pairs = append(pairs, p)
+		}
+	}
+	return pairs, nil
+}
+
+func livePair(ctx context.Context, reg *policy.Registry, name string, cfg sim.Config, opts LiveOptions) (LivePair, error) {
+	gpus := 0
+	for _, b := range cfg.Backends {
+		gpus += b.Workers
+	}
+	p := LivePair{Fleet: name, Policy: cfg.Policy, Scale: opts.Scale, GPUs: gpus, RPS: cfg.RPS}
+	logf := func(format string, args ...any) {
+		if opts.Log != nil {
+			opts.Log(fmt.Sprintf(format, args...))
+		}
+	}
+	simRes, err := sim.Run(ctx, cfg, reg)
+	if err != nil {
+		return p, fmt.Errorf("study: sim %s %s: %w", name, cfg.Policy, err)
+	}
+	p.Sim = simRes.Summary
+	logf("%s %s: %d GPUs at %.1f req/s; sim goodput %.2f; starting the live fleet", name, cfg.Policy, gpus, cfg.RPS, p.Sim.GoodputRPS)
+	f, err := fleet.Start(ctx, cfg, reg, fleet.Options{Seed: opts.Seed})
+	if err != nil {
+		return p, fmt.Errorf("study: live fleet %s %s: %w", name, cfg.Policy, err)
+	}
+	defer f.Stop()
+	res, err := drive.Run(ctx, drive.Config{Targets: f.RouterURLs, TargetRegion: f.RouterRegion, RPS: cfg.RPS,
+		Warmup: cfg.Warmup, Measure: cfg.Measure, Seed: cfg.Seed, Workload: cfg.Workload, Client: cfg.Client, Model: "stargate-mock"})
+	if err != nil {
+		return p, fmt.Errorf("study: driving %s %s: %w", name, cfg.Policy, err)
+	}
+	p.Live = res.Summary
+	logf("%s %s: live goodput %.2f, sim %.2f", name, cfg.Policy, p.Live.GoodputRPS, p.Sim.GoodputRPS)
+	return p, nil
+}
+
+// LiveTable shows live and sim side by side.
+func LiveTable(pairs []LivePair) report.Table {
+	t := report.Table{Title: "live routing study (live fleet and its simulator twin)", Headers: []string{"fleet", "policy", "gpus", "rps", "live goodput", "sim goodput", "gap %",
+		"live slo%", "sim slo%", "live reuse%", "sim reuse%", "live p50 s", "sim p50 s", "live p99 s", "sim p99 s"}}
+	for _, p := range pairs {
+		gap := math.NaN()
+		if p.Sim.GoodputRPS > 0 {
+			gap = 100 * (p.Live.GoodputRPS - p.Sim.GoodputRPS) / p.Sim.GoodputRPS
+		}
+		t.Rows = append(t.Rows, []string{p.Fleet, p.Policy, fmt.Sprint(p.GPUs), f1(p.RPS), f2(p.Live.GoodputRPS), f2(p.Sim.GoodputRPS),
+			f1(gap), f1(p.Live.SLOPct), f1(p.Sim.SLOPct), f1(p.Live.ReusePct), f1(p.Sim.ReusePct),
+			f2(p.Live.TTFTP50S), f2(p.Sim.TTFTP50S), f2(p.Live.TTFTP99S), f2(p.Sim.TTFTP99S)})
+	}
+	return t
+}
+
+
+// RankAgreement reports, per fleet, whether live and sim order the policies
+// the same way by goodput.
+func RankAgreement(pairs []LivePair) (map[string]bool, error) {
+	by := map[string][]LivePair{}
+	for _, p := range pairs {
+		by[p.Fleet] = append(by[p.Fleet], p)
+	}
+	out := map[string]bool{}
+	for fleetName, ps := range by {
+		if len(ps) < 2 {
+			return nil, errors.New("study: ranking needs two policies per fleet")
+		}
+		agree := true
+		for i := range ps {
+			for j := range ps {
+				if (ps[i].Live.GoodputRPS > ps[j].Live.GoodputRPS) != (ps[i].Sim.GoodputRPS > ps[j].Sim.GoodputRPS) {
+					agree = false
+				}
+			}
+		}
+		out[fleetName] = agree
+	}
+	return out, nil
+}
