@@ -159,7 +159,6 @@ func LiveTable(pairs []LivePair) report.Table {
 	return t
 }
 
-
 // RankAgreement reports, per fleet, whether live and sim order the policies
 // the same way by goodput.
 func RankAgreement(pairs []LivePair) (map[string]bool, error) {

@@ -106,13 +106,13 @@ func TestOpenAIClientThroughFleet(t *testing.T) {
 func TestAccountingCloses(t *testing.T) {
 	f := startSmall(t, "least-request")
 	var wg sync.WaitGroup
-	const n = 60
+	const n, cancelling = 60, 12
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ctx := context.Background()
-			if i%4 == 3 { // a client that gives up while its tokens stream
+			if i%4 == 3 && i%10 != 9 { // a client that gives up while its tokens stream
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, 150*time.Millisecond)
 				defer cancel()
@@ -148,24 +148,27 @@ func TestAccountingCloses(t *testing.T) {
 			engEnded += c.Completed + sum(c.Failed) + sum(c.Rejected)
 		}
 		routerEnded := rc.Completed + sum(rc.Failed) + sum(rc.Rejected)
-		if rc.Accepted == n && routerEnded == n && gwEnded == gwAccepted && engEnded == engAccepted {
+		// A client that gives up early may not even reach the router.
+		if rc.Accepted >= n-cancelling && routerEnded == rc.Accepted && gwEnded == gwAccepted && engEnded == engAccepted {
 			if rc.Rejected["bad_request"] != n/10 {
 				t.Errorf("router rejected %v, want %d bad requests", rc.Rejected, n/10)
 			}
-			// An attempt whose client gave up on the way never reaches a gateway.
-			if gwAccepted > rc.Attempts || rc.Attempts < n-n/10 {
+			// An attempt whose client gave up on the way never reaches a
+			// gateway, and a client that gives up just as its answer ends may
+			// leave a completion counted below it but not above: so the
+			// completed counts may only shrink towards the client.
+			if gwAccepted > rc.Attempts {
 				t.Errorf("gateways accepted %d, router sent %d attempts", gwAccepted, rc.Attempts)
 			}
-			var gwCompleted uint64
+			var gwCompleted, engCompleted uint64
 			for _, g := range f.Gateways {
 				gwCompleted += g.Counts().Completed
 			}
-			var engCompleted uint64
 			for _, e := range f.Engines {
 				engCompleted += e.Counts().Completed
 			}
-			if rc.Completed != gwCompleted || gwCompleted != engCompleted || rc.Completed < n/2 {
-				t.Errorf("completed: router %d, gateways %d, engines %d", rc.Completed, gwCompleted, engCompleted)
+			if rc.Completed != n-n/10-cancelling || rc.Completed > gwCompleted || gwCompleted > engCompleted {
+				t.Errorf("completed: router %d (want %d), gateways %d, engines %d", rc.Completed, n-n/10-cancelling, gwCompleted, engCompleted)
 			}
 			return
 		}

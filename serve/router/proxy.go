@@ -187,9 +187,16 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		last = res
 		exclude = append(exclude, b.index)
 		if res.neverSent {
+			// The connection was refused: the request never arrived, and the
+			// backend is down until its stats say otherwise.
 			s.mu.Lock()
 			if b.index < len(s.backends) && s.backends[b.index].name == b.name {
 				s.core.Undispatch(b.index)
+				if bk := s.backends[b.index]; !bk.static && !bk.failed {
+					bk.failed = true
+					s.core.SetEligible(b.index, false)
+					s.log.Warn("backend failed: connection refused", "backend", b.name)
+				}
 			}
 			s.mu.Unlock()
 		}

@@ -213,6 +213,9 @@ func (s *Server) checkLiveness() {
 			continue
 		}
 		stale := time.Since(b.lastSeen) > s.staleAfter(b)
+		if !stale && b.failed {
+			continue // failed on a refused connection: fresh stats restore it
+		}
 		if stale != b.failed {
 			b.failed = stale
 			s.core.SetEligible(i, !stale)

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// asCLI tells the test binary to act as the stargate command.
+const asCLI = "STARGATE_TEST_AS_CLI"
+
+// process is a stargate service started as its own OS process.
+type process struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan struct{}
+}
+
+// startProcess runs `stargate args...` as a child process and returns once it
+// prints the URL it serves on.
+func startProcess(t *testing.T, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asCLI+"=1")
+	cmd.Stderr = io.Discard
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		first := true
+		for sc.Scan() {
+			if first {
+				lines <- sc.Text()
+				first = false
+			}
+		}
+	}()
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	select {
+	case line := <-lines:
+		i := strings.Index(line, "http://")
+		if i < 0 {
+			t.Fatalf("%v printed %q, not a URL", args, line)
+		}
+		p.url = strings.Fields(line[i:])[0]
+	case <-p.done:
+		t.Fatalf("%v exited before serving", args)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%v did not start within 30 s", args)
+	}
+	return p
+}
+
+// TestKillGatewayUnderLoad runs two engines, two gateways and a router as
+// separate processes, kills one gateway while requests stream through it,
+// and checks that nothing hangs, the router stops sending there, and every
+// request the router accepted ends accounted for.
+func TestKillGatewayUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five processes")
+	}
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "hmac.key")
+	if err := os.WriteFile(keyFile, []byte("fleet:0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--policy", "least-request", "--hmac-key-file", keyFile)
+	var gws []*process
+	for i := range 2 {
+		eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "1", "--fence-key-file", keyFile)
+		gws = append(gws, startProcess(t, "gateway", "--listen", "127.0.0.1:0", "--engine", eng.url,
+			"--router", rt.url, "--id", fmt.Sprintf("gw-%d", i), "--hmac-key-file", keyFile))
+	}
+	waitFor(t, 10*time.Second, "both gateways registered", func() bool { return countState(t, rt.url, "ready") == 2 })
+
+	ctx, stop := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	servedAfter := map[string]int{} // backend -> requests served after the kill was detected
+	var detected time.Time
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				sent := time.Now()
+				backend, outcome := streamOnce(rt.url, fmt.Sprintf("c%d-%d", c, i))
+				mu.Lock()
+				outcomes[outcome]++
+				if !detected.IsZero() && sent.After(detected) && outcome == "ok" {
+					servedAfter[backend]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := gws[1].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	waitFor(t, 5*time.Second, "the router to fail gw-1", func() bool { return countState(t, rt.url, "failed") == 1 })
+	mu.Lock()
+	detected = time.Now()
+	mu.Unlock()
+	t.Logf("gw-1 failed %v after the kill", detected.Sub(killed).Round(time.Millisecond))
+	time.Sleep(2 * time.Second)
+	stop()
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(30 * time.Second):
+		t.Fatal("clients still hang 30 s after the load stopped")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if servedAfter["gw-1"] != 0 || servedAfter["gw-0"] == 0 {
+		t.Errorf("after detection: %v; want everything on gw-0", servedAfter)
+	}
+	if outcomes["ok"] < 20 {
+		t.Errorf("outcomes %v: too few completed", outcomes)
+	}
+	// Every request the router accepted ended as exactly one of completed,
+	// failed or rejected.
+	waitFor(t, 5*time.Second, "the router's accounting to close", func() bool {
+		accepted, ended := routerAccounting(t, rt.url)
+		return accepted > 0 && accepted == ended
+	})
+	t.Logf("client outcomes %v", outcomes)
+}
+
+// streamOnce sends one streaming request and reads it to the end.
+func streamOnce(url, session string) (backend, outcome string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	body := `{"stream":true,"max_tokens":40,"messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("X-Session-ID", session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", "hung"
+		}
+		return "", "transport_error"
+	}
+	defer resp.Body.Close()
+	backend = resp.Header.Get("X-Stargate-Backend")
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return backend, fmt.Sprintf("status_%d", resp.StatusCode)
+	}
+	b, err := io.ReadAll(resp.Body)
+	switch {
+	case ctx.Err() != nil:
+		return backend, "hung"
+	case err != nil:
+		return backend, "cut"
+	case bytes.Contains(b, []byte(`data: {"error"`)):
+		return backend, "stream_error"
+	case bytes.HasSuffix(b, []byte("data: [DONE]\n\n")):
+		return backend, "ok"
+	}
+	return backend, "truncated"
+}
+
+func countState(t *testing.T, url, state string) int {
+	t.Helper()
+	resp, err := http.Get(url + "/v1/stargate/backends")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Backends []struct{ State string } `json:"backends"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatalf("backends: %v", err)
+	}
+	n := 0
+	for _, b := range v.Backends {
+		if b.State == state {
+			n++
+		}
+	}
+	return n
+}
+
+// routerAccounting reads stargate_router_accepted_total and the sum of
+// stargate_router_requests_total from the router's /metrics.
+func routerAccounting(t *testing.T, url string) (accepted, ended float64) {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range fams["stargate_router_accepted_total"].GetMetric() {
+		accepted += m.GetCounter().GetValue()
+	}
+	for _, m := range fams["stargate_router_requests_total"].GetMetric() {
+		ended += m.GetCounter().GetValue()
+	}
+	return accepted, ended
+}
+
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
