@@ -39,13 +39,21 @@ func Overloaded(w *engine.Worker) bool {
 	return w.Running()+w.Waiting() >= w.Profile().MaxSeqs
 }
 
-// Pick chooses the worker for a request of the given session arriving at now.
-// It reads every worker as it is at now (KVUsedAt, CachedTokensAt), not as
-// it was at its last event.
-func (b *Backend) Pick(now time.Duration, session uint64) int {
+// Pick chooses the worker for request r arriving at now: the worker that
+// caches most of its prompt (its session's entry, or its prefix blocks when
+// it carries block hashes) among those with a free slot, else the least
+// loaded. It reads every worker as it is at now (KVUsedAt, CachedTokensAt,
+// CachedPrefixAt), not as it was at its last event.
+func (b *Backend) Pick(now time.Duration, r *engine.Request) int {
 	best, bestCache := -1, 0
 	for i, w := range b.workers {
-		if c := w.CachedTokensAt(now, session); c > bestCache && !Overloaded(w) {
+		var c int
+		if len(r.BlockHashes) > 0 {
+			c = w.CachedPrefixAt(now, r)
+		} else {
+			c = w.CachedTokensAt(now, r.Session)
+		}
+		if c > bestCache && !Overloaded(w) {
 			best, bestCache = i, c
 		}
 	}
@@ -71,7 +79,7 @@ func less(now time.Duration, a, c *engine.Worker) bool {
 
 // Submit picks a worker and submits the request to it.
 func (b *Backend) Submit(now time.Duration, r engine.Request) (worker int, err error) {
-	worker = b.Pick(now, r.Session)
+	worker = b.Pick(now, &r)
 	if err := b.workers[worker].Submit(now, r); err != nil {
 		return -1, err
 	}
