@@ -450,8 +450,11 @@ func (s *simulation) sessionArrive() {
 }
 
 // requestArrive starts the next open-loop request: a session of one turn.
-// Its router key is a hash of its first block id, so that requests that
-// share a prefix share an affinity policy's choice; else its own id.
+// Its router key is a hash of its first two block ids, so that requests that
+// share a prefix share an affinity policy's choice (two, because traces
+// often start every prompt with one common system-prompt block: in the
+// Mooncake conversation trace all 12,031 requests share their first block,
+// and at most 43 their first two); without block ids, its own id.
 func (s *simulation) requestArrive() {
 	req := &s.cfg.Requests[s.nextReq]
 	s.nextReq++
@@ -459,8 +462,11 @@ func (s *simulation) requestArrive() {
 	region := s.regions[s.rng.IntN(len(s.regions))]
 	rs := s.byRegion[region]
 	ss := &session{id: s.nextSess, key: s.nextSess, req: req, region: region, router: rs[s.rng.IntN(len(rs))]}
-	if len(req.BlockHashes) > 0 {
-		ss.key = mix.Mix64(req.BlockHashes[0])
+	if h := req.BlockHashes; len(h) > 0 {
+		ss.key = mix.Mix64(h[0])
+		if len(h) > 1 {
+			ss.key = mix.Mix64(ss.key ^ h[1])
+		}
 	}
 	s.sessions.put(ss.id, ss)
 	if s.now >= s.cfg.Warmup {
@@ -471,15 +477,20 @@ func (s *simulation) requestArrive() {
 	s.startTurn(ss)
 }
 
-// poolFor is the pool of smallest MaxTokens that holds the session's
-// current turn (0 without pools), or -1 if none does.
+// poolFor is the pool of the session's current turn (see PoolFor).
 func (s *simulation) poolFor(ss *session) int {
 	if len(s.cfg.Pools) == 0 {
 		return 0
 	}
-	total, best := ss.prompt.PromptTokens+ss.prompt.OutputTokens, -1
-	for p, pool := range s.cfg.Pools {
-		if total <= pool.MaxTokens && (best < 0 || pool.MaxTokens < s.cfg.Pools[best].MaxTokens) {
+	return PoolFor(s.cfg.Pools, ss.prompt.PromptTokens+ss.prompt.OutputTokens)
+}
+
+// PoolFor is the pool of smallest MaxTokens that holds a request of total
+// tokens (the first of equals), or -1 if none does.
+func PoolFor(pools []Pool, total int) int {
+	best := -1
+	for p, pool := range pools {
+		if total <= pool.MaxTokens && (best < 0 || pool.MaxTokens < pools[best].MaxTokens) {
 			best = p
 		}
 	}
