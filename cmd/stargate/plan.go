@@ -333,7 +333,7 @@ func newPlanOptimizeCmd() *cobra.Command {
 }
 
 func writeOptimize(w io.Writer, res *plan.Optimized, show int) error {
-	t := report.Table{Title: fmt.Sprintf("Candidates at %g req/s, P99 TTFT target %gs (analytical, cheapest first)", res.Lambda, res.SLOS),
+	t := report.Table{Title: fmt.Sprintf("Candidates at %.4g req/s, P99 TTFT target %gs (analytical, cheapest first)", res.Lambda, res.SLOS),
 		Headers: []string{"fleet (pool:profile:max_tokens:instances)", "$/hr", "p99 s", "max util", "note"}}
 	for i, c := range res.Candidates {
 		if i == show {
@@ -413,7 +413,7 @@ func newPlanSimulateCmd() *cobra.Command {
 			if f.format == "json" {
 				return writeJSON(w, e)
 			}
-			if err := writeEvals(w, fmt.Sprintf("DES at %g req/s, %d seeds", e.Lambda, e.Seeds), []*plan.Eval{e}); err != nil {
+			if err := writeEvals(w, fmt.Sprintf("DES at %.4g req/s, %d seeds", e.Lambda, e.Seeds), []*plan.Eval{e}); err != nil {
 				return err
 			}
 			pt := report.Table{Title: "Pools", Headers: []string{"pool", "instances", "requests", "p99 s", "slo%", "busy%", "reuse%"}}
@@ -459,7 +459,7 @@ func newPlanParetoCmd() *cobra.Command {
 			if f.format == "json" {
 				return writeJSON(w, pts)
 			}
-			t := report.Table{Title: fmt.Sprintf("Short pool %s, long pool %s at %g req/s (analytical)", c.Short[0].Name, c.Long[0].Name, pl.Workload().Lambda),
+			t := report.Table{Title: fmt.Sprintf("Short pool %s, long pool %s at %.4g req/s (analytical)", c.Short[0].Name, c.Long[0].Name, pl.Workload().Lambda),
 				Headers: []string{"threshold", "short share", "fleet", "$/hr", "worst p99 s", "pareto", "note"}}
 			for _, p := range pts {
 				mark := ""
@@ -509,7 +509,7 @@ The constants are assumptions; go doc ./plan states them.`,
 			fmt.Fprintf(w, "Profile %s: one prefill worker %.2f req/s, one decode worker %.2f req/s (degrade %.2f / %.2f)\n",
 				d.Profile, d.PrefillRPS, d.DecodeRPS, k.PrefillDegrade, k.DecodeDegrade)
 			fmt.Fprintf(w, "TTFT estimate %ss (factor %.2f, link %g GB/s): meets the %v target: %v\n", d.TTFT, k.TTFTFactor, k.LinkGBs, pl.SLO(), d.TTFTMeet)
-			fmt.Fprintf(w, "Fewest workers for %g req/s at utilization <= cap: %d prefill + %d decode, $%.2f/hr\n", pl.Workload().Lambda, d.Prefill, d.Decode, d.Cost)
+			fmt.Fprintf(w, "Fewest workers for %.4g req/s at utilization <= cap: %d prefill + %d decode, $%.2f/hr\n", pl.Workload().Lambda, d.Prefill, d.Decode, d.Cost)
 			if d.Aggregated.Err == "" {
 				fmt.Fprintf(w, "Aggregated (one pool, analytical): %s, $%.2f/hr\n\n", d.Aggregated.Fleet, d.Aggregated.Cost)
 			} else {
@@ -557,7 +557,7 @@ func newPlanCompareCmd() *cobra.Command {
 			if f.format == "json" {
 				return writeJSON(cmd.OutOrStdout(), evals)
 			}
-			return writeEvals(cmd.OutOrStdout(), fmt.Sprintf("Policies inside the pools (length routing between them) at %g req/s", pl.Workload().Lambda), evals)
+			return writeEvals(cmd.OutOrStdout(), fmt.Sprintf("Policies inside the pools (length routing between them) at %.4g req/s", pl.Workload().Lambda), evals)
 		},
 	}
 	f.register(cmd)
