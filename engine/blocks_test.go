@@ -202,7 +202,7 @@ func replayBlocks(t *testing.T, p Profile, opts Options, seed uint64) ([]Event, 
 func TestSubmitRejectsBadBlocks(t *testing.T) {
 	w := newWorker(t, HalfProfile(), Options{})
 	for _, r := range []Request{
-		{ID: 1, PromptTokens: 1000, OutputTokens: 1, BlockHashes: []uint64{1, 2}},                // no block size
+		{ID: 1, PromptTokens: 1000, OutputTokens: 1, BlockHashes: []uint64{1, 2}},                 // no block size
 		{ID: 2, PromptTokens: 1025, OutputTokens: 1, BlockHashes: []uint64{1, 2}, BlockSize: 512}, // needs 3
 		{ID: 3, PromptTokens: 100, OutputTokens: 1, BlockHashes: []uint64{1, 2}, BlockSize: 512},  // needs 1
 	} {

@@ -447,7 +447,8 @@ func pct(num, den float64) float64 {
 var t975 = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
 	2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
 
-// confidence is a 95% confidence interval of the mean of xs (Student's t);
+// confidence is a 95% confidence interval of the mean of xs (Student's t),
+// clipped at 0;
 // with one value, or an infinite one, both ends are that value's bounds.
 func confidence(xs []float64) (lo, hi float64) {
 	n := len(xs)
@@ -469,5 +470,5 @@ func confidence(xs []float64) (lo, hi float64) {
 		t = t975[n-2]
 	}
 	h := t * sd / math.Sqrt(float64(n))
-	return mean - h, mean + h
+	return math.Max(0, mean-h), mean + h // a time is never negative
 }

@@ -330,10 +330,13 @@ func TestParetoAndDisagg(t *testing.T) {
 }
 
 func TestConfidenceAndSecJSON(t *testing.T) {
-	lo, hi := confidence([]float64{1, 2, 3})
-	// mean 2, sd 1, t(2) = 4.303: 2 -+ 4.303 / sqrt(3).
-	if h := 4.303 / math.Sqrt(3); math.Abs(lo-(2-h)) > 1e-12 || math.Abs(hi-(2+h)) > 1e-12 {
+	lo, hi := confidence([]float64{10, 11, 12})
+	// mean 11, sd 1, t(2) = 4.303: 11 -+ 4.303 / sqrt(3).
+	if h := 4.303 / math.Sqrt(3); math.Abs(lo-(11-h)) > 1e-12 || math.Abs(hi-(11+h)) > 1e-12 {
 		t.Errorf("interval %v-%v", lo, hi)
+	}
+	if lo, _ := confidence([]float64{1, 2, 3}); lo != 0 {
+		t.Errorf("lower end %v, want clipped at 0", lo)
 	}
 	if lo, hi := confidence([]float64{1, math.Inf(1)}); lo != 1 || !math.IsInf(hi, 1) {
 		t.Errorf("with an infinite value: %v-%v", lo, hi)
