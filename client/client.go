@@ -87,6 +87,9 @@ const (
 	Errored
 	// TimedOut: the attempt ran past its timeout.
 	TimedOut
+	// TooLong: no backend can take a request this long; the turn fails at
+	// once, without a retry.
+	TooLong
 )
 
 func (f Failure) String() string {
@@ -97,6 +100,8 @@ func (f Failure) String() string {
 		return "error"
 	case TimedOut:
 		return "timeout"
+	case TooLong:
+		return "too_long"
 	}
 	return "unknown"
 }
@@ -111,7 +116,7 @@ func (t *Turn) Fail(now time.Duration, f Failure, backend int) (retryAt time.Dur
 	if f == Rejected {
 		t.Record.Rejections++
 	}
-	if t.Record.Attempts < t.cfg.MaxAttempts {
+	if t.Record.Attempts < t.cfg.MaxAttempts && f != TooLong {
 		return now + time.Duration(t.Record.Attempts)*t.cfg.RetryBackoff, true
 	}
 	t.done = true

@@ -41,8 +41,8 @@ type Worker interface {
 	Load() int
 	// SeqLimit is how many sequences it runs at once.
 	SeqLimit() int
-	// CachedTokensAt is how many prompt tokens of session it holds cached at now.
-	CachedTokensAt(now time.Duration, session uint64) int
+	// CachedPromptAt is how many of r's prompt tokens it holds cached at now.
+	CachedPromptAt(now time.Duration, r *engine.Request) int
 	// KVUsedAt is the KV tokens in use at now.
 	KVUsedAt(now time.Duration) int
 }
@@ -52,19 +52,19 @@ var _ Worker = (*engine.Worker)(nil)
 // Overloaded reports whether a worker has no free sequence slot.
 func Overloaded(w Worker) bool { return w.Load() >= w.SeqLimit() }
 
-// Pick chooses the worker for a request of the given session arriving at now.
-// It reads every worker as it is at now (KVUsedAt, CachedTokensAt), not as
-// it was at its last event.
-func (b *Backend) Pick(now time.Duration, session uint64) int { return Pick(now, session, b.workers) }
+// Pick chooses the worker for request r arriving at now (see Pick).
+func (b *Backend) Pick(now time.Duration, r *engine.Request) int { return Pick(now, r, b.workers) }
 
-// Pick chooses among workers for a request of session arriving at now: the
-// worker caching most of the session unless it is overloaded, else the least
-// loaded (then least KV in use, then lowest index). It returns -1 for no
+// Pick chooses among workers for request r arriving at now: the worker that
+// caches most of its prompt (its session's entry, or its prefix blocks when
+// it carries block hashes) among those with a free slot, else the least
+// loaded (then least KV in use, then lowest index). It reads every worker as
+// it is at now, not as it was at its last event. It returns -1 for no
 // workers.
-func Pick[W Worker](now time.Duration, session uint64, workers []W) int {
+func Pick[W Worker](now time.Duration, r *engine.Request, workers []W) int {
 	best, bestCache := -1, 0
 	for i, w := range workers {
-		if c := w.CachedTokensAt(now, session); c > bestCache && !Overloaded(w) {
+		if c := w.CachedPromptAt(now, r); c > bestCache && !Overloaded(w) {
 			best, bestCache = i, c
 		}
 	}
@@ -90,7 +90,7 @@ func less(now time.Duration, a, c Worker) bool {
 
 // Submit picks a worker and submits the request to it.
 func (b *Backend) Submit(now time.Duration, r engine.Request) (worker int, err error) {
-	worker = b.Pick(now, r.Session)
+	worker = b.Pick(now, &r)
 	if err := b.workers[worker].Submit(now, r); err != nil {
 		return -1, err
 	}

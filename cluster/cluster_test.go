@@ -34,7 +34,7 @@ func TestPickPrefersCacheHolder(t *testing.T) {
 		{"new session goes to the least-loaded worker", 7, 1},
 	}
 	for _, tt := range tests {
-		if got := b.Pick(0, tt.session); got != tt.want {
+		if got := b.Pick(0, &engine.Request{Session: tt.session}); got != tt.want {
 			t.Errorf("%s: Pick(%d) = %d, want %d", tt.name, tt.session, got, tt.want)
 		}
 	}
@@ -42,7 +42,7 @@ func TestPickPrefersCacheHolder(t *testing.T) {
 	if err := b.Worker(0).Submit(0, engine.Request{ID: 3, Session: 8, PromptTokens: 100, OutputTokens: 50}); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.Pick(0, 5); got != 1 {
+	if got := b.Pick(0, &engine.Request{Session: 5}); got != 1 {
 		t.Errorf("overloaded cache holder: Pick = %d, want least-loaded worker 1", got)
 	}
 	if b.Load() != 2 {

@@ -99,6 +99,27 @@ func decode(dec *yaml.Decoder, v any) (err error) {
 	return dec.Decode(v)
 }
 
+// DecodeStrict decodes one YAML document into v as the fleet files are
+// decoded: unknown keys are errors with their line, and so is a second
+// document. what names the input in messages.
+func DecodeStrict(what string, data []byte, v any) error {
+	if len(data) > MaxFileBytes {
+		return fmt.Errorf("%s: %d bytes is larger than the %d-byte limit", what, len(data), MaxFileBytes)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data), yaml.DisallowUnknownField())
+	if err := decode(dec, v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%s is empty", what)
+		}
+		return fmt.Errorf("%s:\n%s", what, yaml.FormatError(err, false, true))
+	}
+	var more any
+	if err := decode(dec, &more); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s holds more than one YAML document (---)", what)
+	}
+	return nil
+}
+
 func baseName(p string) string {
 	if i := strings.LastIndexAny(p, `/\`); i >= 0 {
 		return p[i+1:]

@@ -26,6 +26,21 @@
 //     session has a cache entry on this worker adopts it and prefills only the
 //     tokens beyond it (at least one token is always computed, as in vLLM).
 //
+// # Block cache
+//
+// A request that carries block hash ids (Request.BlockHashes, one id per
+// BlockSize prompt tokens, as in the Mooncake traces) uses the block cache
+// instead of its session's entry. At admission it takes the longest run of
+// cached blocks that starts its prompt (stopping at the first id not cached,
+// or after a cached block shorter than its own); those blocks are pinned:
+// they leave the LRU list and count once in the KV in use however many
+// running sequences share them, and cannot be evicted until the last of them
+// ends. A finished request's prompt blocks enter the cache (output tokens are
+// not cached: no later prompt can name them), last block first, so that the
+// first block is the most recent and a chain is evicted from its tail. Blocks
+// and session entries share one LRU list inside the one KV budget. A block
+// becomes shareable when its request finishes, not as soon as it is computed.
+//
 // A step that completes a sequence's prefill also produces its next output token
 // (the first token, unless the sequence is recomputing after a preemption). A
 // finished sequence's prompt and output become its session's cache entry.

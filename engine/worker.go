@@ -18,6 +18,21 @@ type Request struct {
 	Session      uint64
 	PromptTokens int
 	OutputTokens int
+	// BlockHashes, when set, name the prompt's prefix blocks of BlockSize
+	// tokens each (the last one possibly partial), one id per block, as public
+	// traces give them: two prompts whose lists share their first k ids share
+	// their first k blocks. Such a request uses the block cache, not its
+	// session's entry.
+	BlockHashes []uint64
+	BlockSize   int
+}
+
+// blocks reports whether the request uses the block cache.
+func (r *Request) blocks() bool { return len(r.BlockHashes) > 0 }
+
+// blockTokens is the number of prompt tokens in block i.
+func (r *Request) blockTokens(i int) int {
+	return min(r.BlockSize, r.PromptTokens-i*r.BlockSize)
 }
 
 // EventKind says what happened to a request.
@@ -88,14 +103,21 @@ type seq struct {
 	cached      int // prompt tokens from cache at the first admission
 	admitted    bool
 	cancelled   bool
-	planPrefill int // prefill tokens planned in the current step
+	planPrefill int           // prefill tokens planned in the current step
+	pinned      []*cacheEntry // cached prefix blocks this sequence holds
 }
 
 func (s *seq) decoding() bool { return s.computed >= s.target }
 
+// cacheEntry is a finished session's KV (keyed by session) or one prompt
+// block (keyed by its hash id). A block that running sequences hold (refs >
+// 0) is pinned: it is out of the LRU list and its tokens count in kvUsed.
 type cacheEntry struct {
-	session    uint64
+	key        uint64
 	tokens     int
+	block      bool
+	refs       int
+	mark       uint64 // matchBlocks' pass that last met this entry
 	prev, next *cacheEntry
 }
 
@@ -108,9 +130,11 @@ type Worker struct {
 	running []*seq
 	kvUsed  int
 
-	cache       map[uint64]*cacheEntry
-	lru         cacheEntry // sentinel: lru.next is most recent, lru.prev least
-	cacheTokens int
+	cache       map[uint64]*cacheEntry // by session
+	blocks      map[uint64]*cacheEntry // by block hash id
+	lru         cacheEntry             // sentinel: lru.next is most recent, lru.prev least
+	cacheTokens int                    // tokens of the entries in the LRU list
+	pass        uint64
 
 	busy bool
 	run  RunInfo
@@ -126,7 +150,7 @@ func NewWorker(p Profile, opts Options) (*Worker, error) {
 	if opts.MaxStepsPerRun < 0 {
 		return nil, fmt.Errorf("engine: MaxStepsPerRun must be >= 0, got %d", opts.MaxStepsPerRun)
 	}
-	w := &Worker{prof: p, opts: opts, cache: make(map[uint64]*cacheEntry)}
+	w := &Worker{prof: p, opts: opts, cache: make(map[uint64]*cacheEntry), blocks: make(map[uint64]*cacheEntry)}
 	w.lru.next, w.lru.prev = &w.lru, &w.lru
 	return w, nil
 }
@@ -146,10 +170,22 @@ func (w *Worker) Load() int { return len(w.running) + len(w.waiting) }
 // SeqLimit is the profile's sequence limit (MaxSeqs).
 func (w *Worker) SeqLimit() int { return w.prof.MaxSeqs }
 
-// KVUsed is the number of KV tokens held by running sequences.
+// CachedPromptAt is how many of r's prompt tokens this worker holds cached at
+// now: its prefix blocks when r carries block hashes, else its session's
+// entry.
+func (w *Worker) CachedPromptAt(now time.Duration, r *Request) int {
+	if len(r.BlockHashes) > 0 {
+		return w.CachedPrefixAt(now, r)
+	}
+	return w.CachedTokensAt(now, r.Session)
+}
+
+// KVUsed is the number of KV tokens held by running sequences (with the
+// cached blocks they hold).
 func (w *Worker) KVUsed() int { return w.kvUsed }
 
-// CacheTokens is the number of KV tokens held by the prefix cache.
+// CacheTokens is the number of KV tokens held by the prefix cache and free
+// to evict (blocks that running sequences hold count in KVUsed).
 func (w *Worker) CacheTokens() int { return w.cacheTokens }
 
 // CachedTokens is the size of the session's cache entry on this worker.
@@ -158,6 +194,22 @@ func (w *Worker) CachedTokens(session uint64) int {
 		return e.tokens
 	}
 	return 0
+}
+
+// CachedPrefix is how many of r's prompt tokens this worker's block cache
+// holds as a prefix (0 for a request without block hashes).
+func (w *Worker) CachedPrefix(r *Request) int {
+	_, tokens := w.matchBlocks(r, false)
+	return tokens
+}
+
+// CachedPrefixAt is CachedPrefix as stepping one at a time would report it
+// at now (see CachedTokensAt).
+func (w *Worker) CachedPrefixAt(now time.Duration, r *Request) int {
+	if w.KVUsedAt(now)+w.cacheTokens > w.prof.KVTokens {
+		w.Sync(now)
+	}
+	return w.CachedPrefix(r)
 }
 
 // Progress reports how many output tokens request id has produced and
@@ -203,6 +255,15 @@ func (w *Worker) Submit(now time.Duration, r Request) error {
 	}
 	if r.OutputTokens > w.prof.KVTokens-r.PromptTokens { // no sum: it could overflow
 		return fmt.Errorf("%w: %d prompt + %d output tokens > %d", ErrTooLong, r.PromptTokens, r.OutputTokens, w.prof.KVTokens)
+	}
+	if r.blocks() {
+		if r.BlockSize < 1 {
+			return fmt.Errorf("engine: request %d has block hashes but block size %d", r.ID, r.BlockSize)
+		}
+		if want := (r.PromptTokens-1)/r.BlockSize + 1; len(r.BlockHashes) != want {
+			return fmt.Errorf("engine: request %d has %d block hashes for %d prompt tokens in blocks of %d, want %d",
+				r.ID, len(r.BlockHashes), r.PromptTokens, r.BlockSize, want)
+		}
 	}
 	w.waiting = append(w.waiting, &seq{req: r, target: r.PromptTokens})
 	if w.busy {
@@ -344,14 +405,13 @@ func (w *Worker) Advance(now time.Duration, out []Event) []Event {
 		}
 		switch {
 		case s.cancelled:
-			w.kvUsed -= s.kv
+			w.release(s)
 			w.totals.Cancelled++
 		case s.generated >= s.req.OutputTokens:
-			w.kvUsed -= s.kv
 			w.totals.Finished++
 			out = append(out, Event{Kind: Finished, ID: s.req.ID, Session: s.req.Session, At: end,
 				PromptTokens: s.req.PromptTokens, CachedTokens: s.cached, OutputTokens: s.generated})
-			w.putCache(s.req.Session, s.kv)
+			w.finish(s)
 		default:
 			kept = append(kept, s)
 		}
@@ -393,13 +453,38 @@ func (w *Worker) plan(at time.Duration) {
 	// 4. Admission, first come first served.
 	for budget > 0 && len(w.running) < w.prof.MaxSeqs && len(w.waiting) > 0 {
 		s := w.waiting[0]
-		if w.kvUsed+s.target+len(w.running)+1 > w.prof.KVTokens {
+		var match []*cacheEntry
+		need, matched := s.target, 0
+		if s.req.blocks() {
+			// Blocks the sequence shares are held once; a block now in the
+			// LRU list moves into KVUsed.
+			match, matched = w.matchBlocks(&s.req, true)
+			need -= matched
+			for _, e := range match {
+				if e.refs == 0 {
+					need += e.tokens
+				}
+			}
+		}
+		if w.kvUsed+need+len(w.running)+1 > w.prof.KVTokens {
 			break
 		}
 		w.waiting[0] = nil
 		w.waiting = w.waiting[1:]
 		s.computed = 0
-		if e, ok := w.cache[s.req.Session]; ok {
+		s.kv = s.target
+		if s.req.blocks() {
+			for _, e := range match {
+				w.pin(e)
+			}
+			s.pinned = match
+			s.kv = s.target - matched
+			if matched > 0 {
+				s.computed = min(matched, s.target-1)
+				w.totals.CacheHits++
+				w.totals.CachedTokens += int64(s.computed)
+			}
+		} else if e, ok := w.cache[s.req.Session]; ok {
 			s.computed = min(e.tokens, s.target-1)
 			w.dropCache(e)
 			w.totals.CacheHits++
@@ -409,7 +494,6 @@ func (w *Worker) plan(at time.Duration) {
 			s.admitted = true
 			s.cached = s.computed
 		}
-		s.kv = s.target
 		w.kvUsed += s.kv
 		s.planPrefill = min(s.target-s.computed, budget)
 		budget -= s.planPrefill
@@ -446,8 +530,8 @@ func (w *Worker) preemptLast() {
 	s := w.running[last]
 	w.running[last] = nil
 	w.running = w.running[:last]
-	w.kvUsed -= s.kv
-	s.kv, s.computed, s.planPrefill = 0, 0, 0
+	w.release(s)
+	s.computed, s.planPrefill = 0, 0
 	s.target = s.req.PromptTokens + s.generated
 	w.totals.Preemptions++
 	if s.cancelled {
@@ -466,19 +550,119 @@ func (w *Worker) putCache(session uint64, tokens int) {
 	if e, ok := w.cache[session]; ok {
 		w.dropCache(e)
 	}
-	e := &cacheEntry{session: session, tokens: tokens}
+	e := &cacheEntry{key: session, tokens: tokens}
 	w.cache[session] = e
+	w.pushFront(e)
+}
+
+// pushFront puts e in the LRU list as the most recent entry.
+func (w *Worker) pushFront(e *cacheEntry) {
 	e.prev, e.next = &w.lru, w.lru.next
 	e.next.prev = e
 	w.lru.next = e
-	w.cacheTokens += tokens
+	w.cacheTokens += e.tokens
+}
+
+// unlink takes e out of the LRU list.
+func (w *Worker) unlink(e *cacheEntry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+	w.cacheTokens -= e.tokens
 }
 
 func (w *Worker) dropCache(e *cacheEntry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
-	delete(w.cache, e.session)
-	w.cacheTokens -= e.tokens
+	w.unlink(e)
+	if e.block {
+		delete(w.blocks, e.key)
+	} else {
+		delete(w.cache, e.key)
+	}
+}
+
+// matchBlocks returns the cached blocks that start r's prompt and the prompt
+// tokens they hold. It stops at the first block not cached, at a cached block
+// shorter than r's (a partial block matches only its own tokens) and at an id
+// met before in the same prompt. With pin set the blocks are returned for
+// pinning; otherwise nothing is allocated.
+func (w *Worker) matchBlocks(r *Request, pin bool) (match []*cacheEntry, tokens int) {
+	w.pass++
+	for i, h := range r.BlockHashes {
+		e, ok := w.blocks[h]
+		if !ok || e.mark == w.pass {
+			break
+		}
+		e.mark = w.pass
+		if pin {
+			match = append(match, e)
+		}
+		want := r.blockTokens(i)
+		tokens += min(e.tokens, want)
+		if e.tokens < want {
+			break
+		}
+	}
+	return match, tokens
+}
+
+// pin adds a running sequence's hold on block e.
+func (w *Worker) pin(e *cacheEntry) {
+	if e.refs == 0 {
+		w.unlink(e)
+		w.kvUsed += e.tokens
+	}
+	e.refs++
+}
+
+// unpin drops a hold; the last one returns the block to the LRU list as its
+// most recent entry.
+func (w *Worker) unpin(e *cacheEntry) {
+	e.refs--
+	if e.refs == 0 {
+		w.kvUsed -= e.tokens
+		w.pushFront(e)
+	}
+}
+
+// release frees what a sequence holds: its own KV and its pinned blocks.
+func (w *Worker) release(s *seq) {
+	w.kvUsed -= s.kv
+	s.kv = 0
+	for i := len(s.pinned) - 1; i >= 0; i-- {
+		w.unpin(s.pinned[i])
+	}
+	s.pinned = nil
+}
+
+// finish caches what a finished sequence leaves: its session's whole KV, or
+// its prompt blocks. Blocks go in from the last to the first, so the first
+// block is the most recent and the chain is evicted from its tail, as vLLM
+// frees a sequence's blocks.
+func (w *Worker) finish(s *seq) {
+	if !s.req.blocks() {
+		w.kvUsed -= s.kv
+		w.putCache(s.req.Session, s.kv)
+		return
+	}
+	w.kvUsed -= s.kv
+	s.kv = 0
+	for i := len(s.req.BlockHashes) - 1; i >= 0; i-- {
+		if i < len(s.pinned) {
+			w.unpin(s.pinned[i])
+			continue
+		}
+		h := s.req.BlockHashes[i]
+		if e, ok := w.blocks[h]; ok {
+			if e.refs == 0 { // cached meanwhile by another sequence: touch it
+				w.unlink(e)
+				w.pushFront(e)
+			}
+			continue
+		}
+		e := &cacheEntry{key: h, tokens: s.req.blockTokens(i), block: true}
+		w.blocks[h] = e
+		w.pushFront(e)
+	}
+	s.pinned = nil
 }
 
 // evict drops least recently used cache entries until everything fits.

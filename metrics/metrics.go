@@ -38,6 +38,7 @@ func (r *TurnRecord) Good(slo time.Duration) bool { return r.Completed && r.TTFT
 // concurrent use.
 type Collector struct {
 	from, to time.Duration
+	byStart  bool
 	slo      time.Duration
 	started  int
 	records  []TurnRecord
@@ -58,9 +59,19 @@ func (c *Collector) TurnStarted(t time.Duration) {
 	}
 }
 
-// Add keeps a record whose turn ended in the window.
+// CountByStart makes the window select turns by when they started, not
+// when they ended: an open-loop run that drains after its window then counts
+// every turn that arrived in the window, the slowest ones included.
+func (c *Collector) CountByStart() { c.byStart = true }
+
+// Add keeps a record whose turn ended (or, see CountByStart, started) in the
+// window.
 func (c *Collector) Add(r TurnRecord) {
-	if c.in(r.End) {
+	at := r.End
+	if c.byStart {
+		at = r.Start
+	}
+	if c.in(at) {
 		c.records = append(c.records, r)
 	}
 }
@@ -147,6 +158,22 @@ func (c *Collector) PerBackend(backends int) []BackendSummary {
 			ReusePct: pct(float64(cached[b]), float64(prompt[b]))}
 	}
 	return out
+}
+
+// TTFTQuantile is the p-quantile of the turns' TTFT in seconds, counting a
+// turn that failed (rejected, timed out, too long) as infinitely slow, so
+// that failures cannot make a tail look healthy. It is +Inf when more than
+// a share 1-p of the turns failed, and 0 with no turns.
+func TTFTQuantile(records []TurnRecord, p float64) float64 {
+	v := make([]float64, len(records))
+	for i := range records {
+		v[i] = math.Inf(1)
+		if records[i].Completed {
+			v[i] = records[i].TTFT().Seconds()
+		}
+	}
+	slices.Sort(v)
+	return Percentile(v, p)
 }
 
 // Percentile is the nearest-rank percentile of sorted values (0 if empty).

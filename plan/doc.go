@@ -1,7 +1,7 @@
-// Package plan is the analytical side of capacity planning: M/G/c queueing
-// with a numerically stable Erlang C and Kimura's two-moment approximation of
-// the waiting-time tail. (The planner commands, profiles and DES verification
-// build on it.)
+// Package plan is the capacity planner: it sizes pools of serving instances
+// for a workload analytically (M/G/c queueing with a numerically stable
+// Erlang C and Kimura's approximation of the waiting-time tail) and checks
+// the result with the discrete-event simulator that stargate sim runs.
 //
 // # The formulas
 //
@@ -27,4 +27,57 @@
 //
 // Size picks the fewest servers whose P99 wait meets a target and whose
 // utilization stays under a cap (0.85 by default).
+//
+// # Pools, profiles and the analytical model
+//
+// A fleet is one or more pools; a pool is Instances identical backends of
+// one Profile that take the requests whose total tokens (input + output)
+// are at most its MaxTokens and above the next smaller pool's. A request
+// longer than every pool is rejected (it is not sent to the largest pool).
+// A Profile is an engine step-cost model given outright, a Manual profile
+// (W, H, calibration_ctx, chunk, blk_size, total_kv_blks, max_slots,
+// cost_per_hr) or a Computed one (hardware + model + serving: roofline
+// prefill, memory-bound decode); Profile.EngineFor states how each maps onto
+// the engine model. Presets lists the built-in ones.
+//
+// NewPoolModel draws the pool's requests from 3,000 samples of the workload
+// and computes, at full concurrency n = Slots (the engine's sequence limit,
+// or fewer if mean-sized requests fill the KV budget), each request's
+// service time S_j and its time to first token once admitted P_j (see
+// NewPoolModel). Every KV slot is a server: c = instances x Slots, mu =
+// 1/E[S], cs2 = Var[S]/E[S]^2, lambda_pool = lambda x share. A pool meets a
+// P99 TTFT target T when
+//
+//	W_0.99(c) + P_0.99 <= T   and   lambda_pool E[S] / c <= cap
+//
+// with W_0.99 Kimura's P99 wait above. The model ignores prefix reuse
+// (conservative) and assumes Poisson arrivals.
+//
+// # DES verification
+//
+// Evaluate runs the fleet in package sim: one region, one router, no
+// network latency, each instance a backend of one engine worker behind a
+// gateway; the router picks the pool by length and the policy (least-request
+// by default) the backend in it. Requests arrive open loop (drawn from the
+// CDF, or the trace replayed with its block hash ids, so prefix reuse is
+// real); a warm-up is left out of every figure, every request that arrives
+// in the measured window is followed to its end, and a request that fails
+// (rejected, too long) counts as infinitely slow in every TTFT quantile and
+// against the SLO. Several seeds give a 95% confidence interval of the
+// per-seed P99 (Student's t). Verify searches from the analytical sizes for
+// the smallest fleet that meets the target in the DES such that one instance
+// fewer in any pool does not; it stops and says why when adding instances
+// stops lowering the P99 (the longest requests' own prefill exceeds the
+// target) or too many requests exceed every pool.
+//
+// The analytical model keeps a utilization cap the DES check does not: the
+// DES accepts any fleet whose P99 TTFT meets the target, so a verified fleet
+// may run hotter than the cap. Short measured windows understate queues that
+// build slowly (long requests); use minutes and several seeds.
+//
+// Disaggregate is a separate phase model (prefill and decode workers) with
+// stated, configurable constants (DisaggConstants); it runs no DES.
+//
+// A Planner is not safe for concurrent use; its DES runs go through
+// Options.Run, which may run them in parallel.
 package plan

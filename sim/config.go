@@ -32,6 +32,19 @@ type BackendSpec struct {
 	Region  int
 	Workers int
 	Profile engine.Profile
+	// Pool is the backend's index in Config.Pools (0 without pools).
+	Pool int
+}
+
+// Pool is a set of backends that take requests up to a length. With pools,
+// a router first picks the pool by the request's total tokens (prompt plus
+// output, known to the simulator: an oracle a live router can only
+// estimate): the pool of smallest MaxTokens that holds it. A request longer
+// than every pool's MaxTokens fails at once (client.TooLong). Inside the
+// pool the router's policy places it among the pool's backends.
+type Pool struct {
+	Name      string
+	MaxTokens int
 }
 
 // Config is everything one simulation run needs.
@@ -50,10 +63,22 @@ type Config struct {
 	Client   client.Config
 	Engine   engine.Options
 
-	RPS     float64
-	Seed    uint64
-	Warmup  time.Duration
-	Measure time.Duration
+	RPS  float64
+	Seed uint64
+
+	// Pools, when set, split the backends by request length (see Pool).
+	Pools []Pool
+	// Requests, when set, replace the sessions: each request is one turn
+	// sent at its arrival time (open loop; RPS and Workload are unused).
+	// Requests that arrive in [Warmup, Warmup+Measure) are measured, by
+	// start; none arrive after the window, and the run goes on until every
+	// measured turn has ended. A request with block hash ids uses the
+	// engine's block cache (BlockSize tokens per id); one without uses no
+	// cache. An output of 0 tokens is served as 1.
+	Requests  []workload.TraceRequest
+	BlockSize int
+	Warmup    time.Duration
+	Measure   time.Duration
 
 	// KeepRecords keeps every measured turn's record in the result.
 	KeepRecords bool
@@ -118,7 +143,28 @@ func (c *Config) Validate(reg *policy.Registry) error {
 			errs = append(errs, err)
 		}
 	}
-	if !(c.RPS > 0) || c.RPS > MaxRPS {
+	for i, p := range c.Pools {
+		if p.MaxTokens < 1 {
+			errs = append(errs, fmt.Errorf("pool %q: max tokens must be >= 1, got %d", p.Name, p.MaxTokens))
+		}
+		n := 0
+		for _, b := range c.Backends {
+			if b.Pool == i {
+				n++
+			}
+		}
+		if n == 0 {
+			errs = append(errs, fmt.Errorf("pool %q has no backends", p.Name))
+		}
+	}
+	for _, b := range c.Backends {
+		if b.Pool < 0 || (b.Pool > 0 && b.Pool >= len(c.Pools)) {
+			errs = append(errs, fmt.Errorf("backend %q: pool index %d out of range", b.Name, b.Pool))
+		}
+	}
+	if c.Requests != nil {
+		errs = append(errs, c.validateRequests()...)
+	} else if !(c.RPS > 0) || c.RPS > MaxRPS {
 		errs = append(errs, fmt.Errorf("rps must be > 0 and at most %d, got %v", MaxRPS, c.RPS))
 	}
 	if c.Warmup < 0 || c.Measure <= 0 || c.Warmup+c.Measure > MaxSimulated {
@@ -126,6 +172,26 @@ func (c *Config) Validate(reg *policy.Registry) error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sim config: %w", err)
+	}
+	return nil
+}
+
+// MaxRequests bounds an open-loop request list.
+const MaxRequests = 20_000_000
+
+func (c *Config) validateRequests() []error {
+	if len(c.Requests) > MaxRequests {
+		return []error{fmt.Errorf("%d requests, at most %d", len(c.Requests), MaxRequests)}
+	}
+	var prev time.Duration
+	for i, r := range c.Requests {
+		if r.Arrival < prev || r.InputTokens < 1 || r.OutputTokens < 0 {
+			return []error{fmt.Errorf("request %d: arrivals must not go back in time and input tokens must be >= 1 (got %+v)", i, r)}
+		}
+		prev = r.Arrival
+		if len(r.BlockHashes) > 0 && (c.BlockSize < 1 || len(r.BlockHashes) != (r.InputTokens-1)/c.BlockSize+1) {
+			return []error{fmt.Errorf("request %d: %d block hashes for %d input tokens do not fit block size %d", i, len(r.BlockHashes), r.InputTokens, c.BlockSize)}
+		}
 	}
 	return nil
 }

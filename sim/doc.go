@@ -31,4 +31,16 @@
 // Config.Seed, so no two of them share a stream.
 //
 // The run ends at Warmup + Measure; metrics cover [Warmup, Warmup+Measure).
+//
+// # Open loop and pools
+//
+// With Config.Requests the sessions give way to a list of requests (a trace
+// or a CDF workload), each one turn sent at its arrival time; a request
+// with block hash ids uses the engines' block cache. Such a run measures the
+// requests that arrive in the window, by arrival, and drains: arrivals stop
+// at the window's end and the run goes on until every measured request has
+// ended. Engine figures (busy %, batch, KV fill, preemptions) then leave the
+// warm-up out. With Config.Pools each router replica holds one router core
+// per pool; a request goes to the pool of smallest MaxTokens that holds its
+// total tokens, or fails at once as too long (no retry).
 package sim

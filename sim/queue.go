@@ -21,6 +21,7 @@ const (
 	evClientDone
 	evClientError
 	evAttemptTimeout
+	evWarmupEnd
 )
 
 // event holds no pointer, so moving events in the heap needs no GC write

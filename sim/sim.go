@@ -42,7 +42,20 @@ type Result struct {
 	Events uint64
 	// Records holds the measured turns when Config.KeepRecords is set.
 	Records []metrics.TurnRecord
+	// Open is set for an open-loop run (Config.Requests).
+	Open *OpenResult
 }
+
+// OpenResult is what an open-loop run adds.
+type OpenResult struct {
+	// Sent is how many requests arrived (warm-up included).
+	Sent int `json:"sent"`
+	// EndS is when the run stopped: every measured turn had ended.
+	EndS float64 `json:"end_s"`
+}
+
+// nextSent is the number of open-loop requests that arrived.
+func (s *simulation) nextSent() int { return int(s.nextSess) }
 
 // BackendResult is one backend's share of a run.
 type BackendResult struct {
@@ -82,6 +95,7 @@ type attempt struct {
 	id      uint64
 	sess    *session
 	router  int
+	pool    int
 	backend int
 	place   place
 	done    bool
@@ -90,12 +104,17 @@ type attempt struct {
 }
 
 type session struct {
-	id     uint64
-	ws     *workload.Session
-	region int
-	router int
-	turn   client.Turn
-	prompt workload.Turn
+	id  uint64
+	key uint64 // what the router's policy hashes: the session id, or a request's prefix
+	req *workload.TraceRequest
+	// measured: an open-loop turn that arrived in the window; the run
+	// drains until none is left.
+	measured bool
+	ws       *workload.Session
+	region   int
+	router   int
+	turn     client.Turn
+	prompt   workload.Turn
 }
 
 type backendState struct {
@@ -116,10 +135,20 @@ type channel struct {
 	head int
 }
 
+// routerState is one router replica: one router core per pool (one over
+// every backend without pools).
 type routerState struct {
-	r      *router.Router
+	subs   []*router.Router
 	region int
 	timer  int
+}
+
+func (rs *routerState) waiting() int {
+	n := 0
+	for _, r := range rs.subs {
+		n += r.Waiting()
+	}
+	return n
 }
 
 type simulation struct {
@@ -159,6 +188,21 @@ type simulation struct {
 	// arrived message then is the same as having applied each on time.
 	armed []bool
 
+	// members[p] lists pool p's backends (every backend without pools);
+	// local[b] is backend b's index in its pool.
+	members [][]int
+	local   []int
+
+	// Open loop (Config.Requests): the next request to arrive, the measured
+	// turns not yet ended, when arrivals stop, and the workers' totals at the end
+	// of the warm-up (for figures over the measured part only).
+	open        bool
+	nextReq     int
+	live        int
+	arrivalsEnd time.Duration
+	stoppedAt   time.Duration
+	warm        [][]engine.Totals
+
 	engineOut []engine.Event
 	admitted  []gateway.Request
 	batch     []gateway.Request
@@ -188,13 +232,28 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		// A hint only: capped so that a long window does not allocate up front.
 		coll: metrics.NewCollector(cfg.Warmup, cfg.Warmup+cfg.Measure, cfg.Client.TTFTSLO,
 			int(min(1.05*cfg.RPS*cfg.Measure.Seconds(), 1<<18)))}
-	arr, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), s.rng)
-	if err != nil {
-		return nil, fmt.Errorf("sim: %w", err)
+	if cfg.Requests != nil {
+		s.open, s.arrivalsEnd = true, s.end
+		s.coll.CountByStart()
+		// Every measured turn ends within its attempts' timeouts and backoffs.
+		c := cfg.Client
+		s.end += time.Duration(c.MaxAttempts)*(c.AttemptTimeout+time.Duration(c.MaxAttempts)*c.RetryBackoff) + time.Second
+	} else {
+		arr, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), s.rng)
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		s.arrivals = arr
 	}
-	s.arrivals = arr
-	pbs := make([]policy.Backend, len(cfg.Backends))
-	rbs := make([]router.Backend, len(cfg.Backends))
+	pools := max(len(cfg.Pools), 1)
+	s.members = make([][]int, pools)
+	s.local = make([]int, len(cfg.Backends))
+	for i, spec := range cfg.Backends {
+		s.local[i] = len(s.members[spec.Pool])
+		s.members[spec.Pool] = append(s.members[spec.Pool], i)
+	}
+	pbs := make([][]policy.Backend, pools)
+	rbs := make([][]router.Backend, pools)
 	for i, spec := range cfg.Backends {
 		gw, err := gateway.New(i, spec.Workers, cfg.Gateway)
 		if err != nil {
@@ -206,22 +265,26 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		}
 		s.backends = append(s.backends, &backendState{spec: spec, gw: gw, cl: cl,
 			workerTimer: s.timers.grow(spec.Workers), statsTimer: s.timers.grow(1)})
-		pbs[i] = policy.Backend{Name: spec.Name, Key: policy.KeyOf(spec.Name)}
-		rbs[i] = router.Backend{Name: spec.Name, Capacity: gw.Capacity()}
+		pbs[spec.Pool] = append(pbs[spec.Pool], policy.Backend{Name: spec.Name, Key: policy.KeyOf(spec.Name)})
+		rbs[spec.Pool] = append(rbs[spec.Pool], router.Backend{Name: spec.Name, Capacity: gw.Capacity()})
 	}
 	s.byRegion = make([][]int, len(cfg.Regions))
 	for ri, region := range cfg.Regions {
 		for range region.Routers {
 			idx := len(s.routers)
-			pol, err := reg.New(cfg.Policy, cfg.Params, pbs, rand.New(rand.NewPCG(subSeed(cfg.Seed, streamPolicies), uint64(idx))))
-			if err != nil {
-				return nil, fmt.Errorf("sim: %w", err)
+			rs := &routerState{region: ri, timer: s.timers.grow(1)}
+			for p := range pools {
+				pol, err := reg.New(cfg.Policy, cfg.Params, pbs[p], rand.New(rand.NewPCG(subSeed(cfg.Seed, streamPolicies), uint64(idx)|uint64(p)<<32)))
+				if err != nil {
+					return nil, fmt.Errorf("sim: %w", err)
+				}
+				r, err := router.New(idx, pol, rbs[p])
+				if err != nil {
+					return nil, fmt.Errorf("sim: %w", err)
+				}
+				rs.subs = append(rs.subs, r)
 			}
-			r, err := router.New(idx, pol, rbs)
-			if err != nil {
-				return nil, fmt.Errorf("sim: %w", err)
-			}
-			s.routers = append(s.routers, &routerState{r: r, region: ri, timer: s.timers.grow(1)})
+			s.routers = append(s.routers, rs)
 			s.byRegion[ri] = append(s.byRegion[ri], idx)
 		}
 		if region.Routers > 0 {
@@ -234,8 +297,27 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		s.channels[b] = make([]channel, len(cfg.Regions))
 		s.markStats(b)
 	}
-	s.q.push(event{at: s.arrivals.Next(0), kind: evSessionArrive})
+	if s.open {
+		s.pushRequest()
+		if cfg.Warmup > 0 {
+			s.q.push(event{at: cfg.Warmup, kind: evWarmupEnd})
+		}
+	} else {
+		s.q.push(event{at: s.arrivals.Next(0), kind: evSessionArrive})
+	}
 	return s, nil
+}
+
+// pushRequest schedules the next open-loop request if it arrives before the
+// end of the measured window.
+func (s *simulation) pushRequest() {
+	if s.nextReq < len(s.cfg.Requests) {
+		if at := s.cfg.Requests[s.nextReq].Arrival; at < s.arrivalsEnd {
+			s.q.push(event{at: at, kind: evSessionArrive})
+			return
+		}
+	}
+	s.nextReq = len(s.cfg.Requests) // no more arrivals
 }
 
 func (s *simulation) loop(ctx context.Context) error {
@@ -254,7 +336,12 @@ func (s *simulation) loop(ctx context.Context) error {
 		if err := s.handle(&e); err != nil {
 			return err
 		}
+		if s.open && s.live == 0 && s.nextReq >= len(s.cfg.Requests) {
+			s.stoppedAt = s.now // drained: every measured turn has ended
+			return nil
+		}
 	}
+	s.stoppedAt = s.end
 	return nil
 }
 
@@ -279,7 +366,13 @@ func (s *simulation) next() event {
 func (s *simulation) handle(e *event) error {
 	switch e.kind {
 	case evSessionArrive:
-		s.sessionArrive()
+		if s.open {
+			s.requestArrive()
+		} else {
+			s.sessionArrive()
+		}
+	case evWarmupEnd:
+		s.snapshotWarm()
 	case evTurnStart:
 		if ss := s.sessions.get(e.id); ss != nil {
 			s.startTurn(ss)
@@ -294,15 +387,22 @@ func (s *simulation) handle(e *event) error {
 		} else if a != nil {
 			rs := s.routers[a.router]
 			s.syncRegion(rs.region)
-			d := rs.r.Route(s.now, a.id, a.sess.id)
-			s.apply(a, d)
+			if a.pool = s.poolFor(a.sess); a.pool < 0 {
+				a.place = responding
+				s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(client.TooLong)})
+				break
+			}
+			d := rs.subs[a.pool].Route(s.now, a.id, a.sess.key)
+			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
 		}
 	case evRouterTimer:
 		rs := s.routers[e.a]
 		s.syncRegion(rs.region)
-		s.outcomes = rs.r.OnTimer(s.now, s.outcomes[:0])
-		s.applyOutcomes()
+		for p, r := range rs.subs {
+			s.outcomes = r.OnTimer(s.now, s.outcomes[:0])
+			s.applyOutcomes(p)
+		}
 		s.scheduleRouterTimer(int(e.a))
 	case evGatewayArrive:
 		s.gatewayArrive(e.id)
@@ -342,18 +442,87 @@ func (s *simulation) sessionArrive() {
 	s.nextSess++
 	region := s.regions[s.rng.IntN(len(s.regions))]
 	rs := s.byRegion[region]
-	ss := &session{id: s.nextSess, ws: s.cfg.Workload.NewSession(s.sessionSeed, s.nextSess), region: region,
+	ss := &session{id: s.nextSess, key: s.nextSess, ws: s.cfg.Workload.NewSession(s.sessionSeed, s.nextSess), region: region,
 		router: rs[s.rng.IntN(len(rs))]}
 	s.sessions.put(ss.id, ss)
 	s.q.push(event{at: s.arrivals.Next(s.now), kind: evSessionArrive})
 	s.startTurn(ss)
 }
 
+// requestArrive starts the next open-loop request: a session of one turn.
+// Its router key is a hash of its first two block ids, so that requests that
+// share a prefix share an affinity policy's choice (two, because traces
+// often start every prompt with one common system-prompt block: in the
+// Mooncake conversation trace all 12,031 requests share their first block,
+// and at most 43 their first two); without block ids, its own id.
+func (s *simulation) requestArrive() {
+	req := &s.cfg.Requests[s.nextReq]
+	s.nextReq++
+	s.nextSess++
+	region := s.regions[s.rng.IntN(len(s.regions))]
+	rs := s.byRegion[region]
+	ss := &session{id: s.nextSess, key: s.nextSess, req: req, region: region, router: rs[s.rng.IntN(len(rs))]}
+	if h := req.BlockHashes; len(h) > 0 {
+		ss.key = mix.Mix64(h[0])
+		if len(h) > 1 {
+			ss.key = mix.Mix64(ss.key ^ h[1])
+		}
+	}
+	s.sessions.put(ss.id, ss)
+	if s.now >= s.cfg.Warmup {
+		ss.measured = true
+		s.live++
+	}
+	s.pushRequest()
+	s.startTurn(ss)
+}
+
+// poolFor is the pool of the session's current turn (see PoolFor).
+func (s *simulation) poolFor(ss *session) int {
+	if len(s.cfg.Pools) == 0 {
+		return 0
+	}
+	return PoolFor(s.cfg.Pools, ss.prompt.PromptTokens+ss.prompt.OutputTokens)
+}
+
+// PoolFor is the pool of smallest MaxTokens that holds a request of total
+// tokens (the first of equals), or -1 if none does.
+func PoolFor(pools []Pool, total int) int {
+	best := -1
+	for p, pool := range pools {
+		if total <= pool.MaxTokens && (best < 0 || pool.MaxTokens < pools[best].MaxTokens) {
+			best = p
+		}
+	}
+	return best
+}
+
+// global turns a pool router's decision into one about the fleet's backends.
+func (s *simulation) global(pool int, d policy.Decision) policy.Decision {
+	if d.Kind == policy.Dispatch || d.Kind == policy.Wait {
+		d.Backend = s.members[pool][d.Backend]
+	}
+	return d
+}
+
+// endSession removes a session; an open-loop one is a turn that ended.
+func (s *simulation) endSession(ss *session) {
+	s.sessions.del(ss.id)
+	if ss.measured {
+		s.live--
+	}
+}
+
 func (s *simulation) startTurn(ss *session) {
-	t, ok := ss.ws.Next()
-	if !ok {
-		s.sessions.del(ss.id)
-		return
+	var t workload.Turn
+	if ss.req != nil {
+		t = workload.Turn{PromptTokens: ss.req.InputTokens, OutputTokens: max(ss.req.OutputTokens, 1)}
+	} else {
+		var ok bool
+		if t, ok = ss.ws.Next(); !ok {
+			s.sessions.del(ss.id)
+			return
+		}
 	}
 	ss.prompt = t
 	ss.turn = s.cfg.Client.NewTurn(s.now, metrics.TurnRecord{Session: ss.id, Turn: t.Index, Region: ss.region,
@@ -388,10 +557,11 @@ func (s *simulation) apply(a *attempt, d policy.Decision) {
 	}
 }
 
-func (s *simulation) applyOutcomes() {
+// applyOutcomes carries out the decisions of pool p's router.
+func (s *simulation) applyOutcomes(p int) {
 	for _, o := range s.outcomes {
 		if a := s.attempts.get(o.ID); a != nil && !a.done {
-			s.apply(a, o.Decision)
+			s.apply(a, s.global(p, o.Decision))
 		}
 	}
 }
@@ -434,8 +604,15 @@ func (s *simulation) gatewayArrive(id uint64) {
 // submit hands an admitted attempt to the engine.
 func (s *simulation) submit(b int, a *attempt) {
 	bs := s.backends[b]
-	w, err := bs.cl.Submit(s.now, engine.Request{ID: a.id, Session: a.sess.id,
-		PromptTokens: a.sess.prompt.PromptTokens, OutputTokens: a.sess.prompt.OutputTokens})
+	r := engine.Request{ID: a.id, Session: a.sess.id,
+		PromptTokens: a.sess.prompt.PromptTokens, OutputTokens: a.sess.prompt.OutputTokens}
+	if req := a.sess.req; req != nil {
+		r.Session = 0 // no session cache: blocks, if the request names them
+		if len(req.BlockHashes) > 0 {
+			r.BlockHashes, r.BlockSize = req.BlockHashes, s.cfg.BlockSize
+		}
+	}
+	w, err := bs.cl.Submit(s.now, r)
 	if err != nil {
 		// The engine can never hold it: fail the attempt at the gateway. Its
 		// slot may admit a queued request, which the caller's submitAll takes.
@@ -506,7 +683,7 @@ func (s *simulation) workerStep(b, w int) error {
 func (s *simulation) cancelAttempt(a *attempt) {
 	switch a.place {
 	case atRouter:
-		s.routers[a.router].r.Cancel(a.id)
+		s.routers[a.router].subs[a.pool].Cancel(a.id)
 		s.scheduleRouterTimer(a.router)
 	case atGateway:
 		bs := s.backends[a.backend]
@@ -536,7 +713,7 @@ func (s *simulation) failAttempt(a *attempt, f client.Failure) {
 		return
 	}
 	s.coll.Add(ss.turn.Record)
-	s.sessions.del(ss.id) // a turn that fails after all its attempts ends its session
+	s.endSession(ss) // a turn that fails after all its attempts ends its session
 }
 
 func (s *simulation) endAttempt(a *attempt) {
@@ -548,6 +725,10 @@ func (s *simulation) endAttempt(a *attempt) {
 
 func (s *simulation) endTurn(ss *session) {
 	s.coll.Add(ss.turn.Record)
+	if ss.req != nil {
+		s.endSession(ss)
+		return
+	}
 	s.q.push(event{at: s.now + ss.ws.ThinkTime(), kind: evTurnStart, id: ss.id})
 }
 
@@ -593,9 +774,15 @@ func (s *simulation) deliver(b, region int) {
 	if latest == nil {
 		return
 	}
+	p := s.cfg.Backends[b].Pool
+	if len(s.cfg.Pools) > 0 { // the pool's router knows the backend by its index in the pool
+		local := *latest
+		local.Backend = s.local[b]
+		latest = &local
+	}
 	for _, ri := range s.byRegion[region] {
-		s.outcomes = s.routers[ri].r.OnStats(s.now, latest, s.outcomes[:0])
-		s.applyOutcomes()
+		s.outcomes = s.routers[ri].subs[p].OnStats(s.now, latest, s.outcomes[:0])
+		s.applyOutcomes(p)
 		s.scheduleRouterTimer(ri)
 	}
 }
@@ -615,7 +802,7 @@ func (s *simulation) syncRegion(region int) {
 func (s *simulation) updateArmed(region int) {
 	waiting := false
 	for _, ri := range s.byRegion[region] {
-		if s.routers[ri].r.Waiting() > 0 {
+		if s.routers[ri].waiting() > 0 {
 			waiting = true
 			break
 		}
@@ -634,7 +821,13 @@ func (s *simulation) updateArmed(region int) {
 func (s *simulation) scheduleRouterTimer(ri int) {
 	rs := s.routers[ri]
 	s.updateArmed(rs.region)
-	at, ok := rs.r.NextTimer()
+	var at time.Duration
+	ok := false
+	for _, r := range rs.subs {
+		if t, has := r.NextTimer(); has && (!ok || t < at) {
+			at, ok = t, true
+		}
+	}
 	if !ok {
 		return // a pending timer fires and finds nothing due
 	}
@@ -646,16 +839,42 @@ func (s *simulation) scheduleRouterTimer(ri int) {
 	s.timers.set(rs.timer, e)
 }
 
+// snapshotWarm keeps every worker's totals at the end of the warm-up.
+func (s *simulation) snapshotWarm() {
+	s.warm = make([][]engine.Totals, len(s.backends))
+	for b, bs := range s.backends {
+		for w := range bs.cl.Len() {
+			bs.cl.Worker(w).Sync(s.now)
+			s.warm[b] = append(s.warm[b], bs.cl.Worker(w).Totals())
+		}
+	}
+}
+
 func (s *simulation) result() *Result {
 	res := &Result{Summary: s.coll.Summary(), Events: s.events}
 	per := s.coll.PerBackend(len(s.backends))
+	// Engine figures cover the run; an open-loop run's cover the measured
+	// part only, from the end of the warm-up to the end of the drain.
+	from, to := time.Duration(0), s.end
+	if s.open {
+		from, to = min(s.cfg.Warmup, s.stoppedAt), s.stoppedAt
+		res.Open = &OpenResult{Sent: s.nextSent(), EndS: s.stoppedAt.Seconds()}
+	}
+	span := (to - from).Seconds()
 	for b, bs := range s.backends {
 		var busy time.Duration
 		var preempt int64
 		var batchS, kvS float64
 		for w := range bs.cl.Len() {
-			bs.cl.Worker(w).Sync(s.end) // count the finished steps of runs still going
+			bs.cl.Worker(w).Sync(to) // count the finished steps of runs still going
 			t := bs.cl.Worker(w).Totals()
+			if s.warm != nil {
+				t0 := s.warm[b][w]
+				t.BusyTime -= t0.BusyTime
+				t.Preemptions -= t0.Preemptions
+				t.BatchSeconds -= t0.BatchSeconds
+				t.KVTokenSeconds -= t0.KVTokenSeconds
+			}
 			busy += t.BusyTime
 			preempt += t.Preemptions
 			batchS += t.BatchSeconds
@@ -674,7 +893,7 @@ func (s *simulation) result() *Result {
 		res.Backends = append(res.Backends, BackendResult{
 			Name: bs.spec.Name, Region: s.cfg.Regions[bs.spec.Region].Name, Workers: bs.spec.Workers,
 			BackendSummary:  per[b],
-			BusyPct:         100 * busy.Seconds() / (s.end.Seconds() * float64(bs.spec.Workers)),
+			BusyPct:         pct(busy.Seconds(), span*float64(bs.spec.Workers)),
 			MeanBatch:       meanBatch,
 			MeanKVFillPct:   meanKV,
 			Preemptions:     preempt,
@@ -686,4 +905,11 @@ func (s *simulation) result() *Result {
 		res.Records = s.coll.Records()
 	}
 	return res
+}
+
+func pct(num, den float64) float64 {
+	if den <= 0 {
+		return 0
+	}
+	return 100 * num / den
 }

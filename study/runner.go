@@ -13,6 +13,7 @@ import (
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/sim"
+	"github.com/stargate-llm/stargate/workload"
 )
 
 // RunSpec is one simulation run.
@@ -26,6 +27,10 @@ type RunSpec struct {
 	Warmup      time.Duration
 	Measure     time.Duration
 	KeepRecords bool
+	// Requests, when set, replace the fleet's sessions with an open-loop
+	// request list (a trace replay); BlockSize is its tokens per block id.
+	Requests  []workload.TraceRequest
+	BlockSize int
 }
 
 // RunResult is what one run measured, in the shape of the JSON output.
@@ -66,6 +71,9 @@ func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel
 			return nil, fmt.Errorf("%w %s: %w", ErrInvalidRun, s.Label(), err)
 		}
 		cfg.KeepRecords = s.KeepRecords
+		if s.Requests != nil {
+			cfg.Requests, cfg.BlockSize = s.Requests, s.BlockSize
+		}
 		cfgs[i] = cfg
 	}
 	results := make([]RunResult, len(specs))

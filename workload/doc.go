@@ -16,4 +16,16 @@
 //
 // Every session draws from its own generator seeded by (seed, session id), so
 // a session's turns do not depend on how other sessions interleave.
+//
+// # CDF workloads and traces
+//
+// A CDF workload (Synthetic) draws each request's total tokens from a CDF
+// of points [tokens, fraction], uniformly inside each interval (ParseCDF
+// reads the JSON form), splits the total into input and output (80/20 by
+// default), gives it a category (prose, code, rag: 60/25/15 by default; a
+// label the planner reports by) and an arrival time from a Poisson process
+// or, with a burstiness b != 1, a renewal process of gamma gaps of squared
+// coefficient of variation b. ReadMooncake and ReadAzure read recorded
+// traces, TraceCDF turns a trace into a CDF and Retime scales a trace to
+// another mean rate.
 package workload

@@ -26,6 +26,8 @@ type TraceRequest struct {
 	// their first k ids can share k blocks of prefix cache. Nil when the
 	// trace has none.
 	BlockHashes []uint64
+	// Category is the request's kind (Prose unless a generator set it).
+	Category Category
 }
 
 // MooncakeBlockSize is the tokens per hash id in Mooncake traces.

@@ -3,6 +3,7 @@ package workload
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -97,21 +98,66 @@ func (s *Session) ThinkTime() time.Duration {
 	return time.Duration(s.rng.ExpFloat64() * float64(s.cfg.ThinkTimeMean))
 }
 
-// Arrivals is a Poisson process.
+// Arrivals is a renewal process: Poisson (exponential gaps), or gamma gaps
+// of a given burstiness.
 type Arrivals struct {
-	rng  *rand.Rand
-	mean float64 // seconds between arrivals
+	rng   *rand.Rand
+	mean  float64 // seconds between arrivals
+	shape float64 // gamma shape of the gaps; 1 is exponential
 }
 
-// NewArrivals returns arrivals at rate per second drawing from rng.
+// MaxBurstiness bounds the squared coefficient of variation of the gaps.
+const MaxBurstiness = 100
+
+// NewArrivals returns Poisson arrivals at rate per second drawing from rng.
 func NewArrivals(rate float64, rng *rand.Rand) (*Arrivals, error) {
-	if !(rate > 0) {
-		return nil, fmt.Errorf("workload: arrival rate must be > 0, got %v", rate)
+	return NewBurstyArrivals(rate, 1, rng)
+}
+
+// NewBurstyArrivals returns arrivals at rate per second whose gaps are gamma
+// distributed with squared coefficient of variation burstiness (shape
+// 1/burstiness): 1 is a Poisson process, more is burstier (gaps of many short
+// and a few long), less is smoother, down to near-even spacing.
+func NewBurstyArrivals(rate, burstiness float64, rng *rand.Rand) (*Arrivals, error) {
+	if !(rate > 0) || math.IsInf(rate, 0) {
+		return nil, fmt.Errorf("workload: arrival rate must be a finite number > 0, got %v", rate)
 	}
-	return &Arrivals{rng: rng, mean: 1 / rate}, nil
+	if !(burstiness >= 0.01 && burstiness <= MaxBurstiness) {
+		return nil, fmt.Errorf("workload: burstiness (squared coefficient of variation of the gaps) must be in [0.01, %d], got %v", MaxBurstiness, burstiness)
+	}
+	return &Arrivals{rng: rng, mean: 1 / rate, shape: 1 / burstiness}, nil
 }
 
 // Next returns the arrival after now.
 func (a *Arrivals) Next(now time.Duration) time.Duration {
-	return now + time.Duration(a.rng.ExpFloat64()*a.mean*float64(time.Second))
+	if a.shape == 1 {
+		return now + time.Duration(a.rng.ExpFloat64()*a.mean*float64(time.Second))
+	}
+	return now + time.Duration(gamma(a.rng, a.shape)/a.shape*a.mean*float64(time.Second))
+}
+
+// gamma draws from a gamma distribution with the given shape and scale 1,
+// by Marsaglia and Tsang's method (boosted by U^(1/shape) below shape 1).
+func gamma(rng *rand.Rand, shape float64) float64 {
+	if shape < 1 {
+		u := rng.Float64()
+		for u == 0 {
+			u = rng.Float64()
+		}
+		return gamma(rng, shape+1) * math.Pow(u, 1/shape)
+	}
+	d := shape - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := rng.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := rng.Float64()
+		if u < 1-0.0331*x*x*x*x || (u > 0 && math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v))) {
+			return d * v
+		}
+	}
 }

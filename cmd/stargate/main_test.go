@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -264,5 +265,87 @@ func TestEngineServesAndStops(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "engine", "--profile", "tiny"); code != 2 || !strings.Contains(stderr, "neither a built-in profile") {
 		t.Errorf("bad profile: exit %d, %q", code, stderr)
+	}
+}
+
+func TestPlanCommands(t *testing.T) {
+	cdf := filepath.Join("..", "..", "examples", "plan", "chat-cdf.json")
+	short := []string{"--cdf", cdf, "--lam", "10", "--seeds", "1", "--warmup", "5s", "--measure", "30s"}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"plan", "optimize", "--verify-top", "1"}, short...), "Recommended: "},
+		{append([]string{"plan", "simulate", "--pools", "short:l4-llama3.1-8b:2048:4,long:h100-llama3.1-8b:32768:2"}, short...), "Categories"},
+		{append([]string{"plan", "pareto", "--short-profile", "l4-llama3.1-8b"}, short...), "worst p99 s"},
+		{append([]string{"plan", "disagg", "--link-gbs", "50"}, short...), "prefill +"},
+		{append([]string{"plan", "compare-routers", "--pools", "all:h100-llama3.1-8b:32768:2", "--policies", "least-request,round-robin"}, short...), "round-robin"},
+		{append([]string{"plan", "whatif", "--rates", "5,10", "--pools", "all:h100-llama3.1-8b:32768:2"}, short...), "Rate sweep"},
+	} {
+		code, stdout, stderr := runCLI(t, tt.args...)
+		if code != 0 || !strings.Contains(stdout, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q, stdout lacks %q:\n%s", tt.args[:2], code, stderr, tt.want, stdout)
+		}
+	}
+	code, stdout, _ := runCLI(t, append([]string{"plan", "simulate", "--format", "json", "--pools", "all:half:32768:3"}, short...)...)
+	var e struct {
+		P99 *float64 `json:"ttft_p99_s"`
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &e) != nil {
+		t.Errorf("plan simulate --format json: exit %d, output %q", code, stdout)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "optimize", "--lam", "5"}, "give --cdf FILE or --trace FILE"},
+		{[]string{"plan", "optimize", "--cdf", cdf}, "--lam (req/s) is required"},
+		{[]string{"plan", "optimize", "--cdf", cdf, "--lam", "5", "--profile", "tpu"}, `profile "tpu" is neither a preset`},
+		{[]string{"plan", "simulate", "--cdf", cdf, "--lam", "5"}, "--pools is required"},
+		{[]string{"plan", "simulate", "--cdf", cdf, "--lam", "5", "--pools", "a:half:10"}, "name:profile:max_tokens:instances"},
+		{[]string{"plan", "optimize", "--cdf", cdf, "--lam", "5", "--format", "xml"}, `--format "xml"`},
+		{[]string{"plan", "optimize", "--cdf", cdf, "--lam", "5", "--categories", "prose=2"}, "category mix"},
+		{[]string{"plan"}, "name a subcommand"},
+		{[]string{"sim", "--trace-rate", "5"}, "need --trace"},
+	} {
+		if code, _, stderr := runCLI(t, tt.args...); code != 2 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q, want 2 and %q", tt.args, code, stderr, tt.want)
+		}
+	}
+}
+
+func TestSimTraceReplay(t *testing.T) {
+	var b strings.Builder
+	for i := range 200 {
+		// Five shared two-block prefixes, then a block of its own.
+		doc := i % 5
+		b.WriteString(`{"timestamp": ` + strconv.Itoa(i*100) + `, "input_length": 1400, "output_length": 20, "hash_ids": [` +
+			strconv.Itoa(doc*10) + `, ` + strconv.Itoa(doc*10+1) + `, ` + strconv.Itoa(1000+i) + "]}\n")
+	}
+	path := filepath.Join(t.TempDir(), "t.jsonl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fleet := filepath.Join("..", "..", "examples", "plan", "trace-fleet.yaml")
+	code, stdout, stderr := runCLI(t, "sim", "--fleet", fleet, "--trace", path, "--policy", "pulsar-waw", "--warmup", "2s", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res struct {
+		Runs []struct {
+			Turns    int     `json:"turns"`
+			ReusePct float64 `json:"reuse_pct"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || len(res.Runs) != 1 {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	// Requests arriving in [2 s, 19.9 s]: 180; each reuses its two-block
+	// prefix (1024 of 1400 tokens) once its document is cached.
+	if r := res.Runs[0]; r.Turns != 180 || r.ReusePct < 60 {
+		t.Errorf("%d turns, reuse %.1f%%; want 180 and most of 73%%", r.Turns, r.ReusePct)
+	}
+	if code, _, stderr := runCLI(t, "sim", "--fleet", fleet, "--trace", path, "--warmup", "1h"); code != 2 || !strings.Contains(stderr, "leaves none of the trace") {
+		t.Errorf("warm-up past the trace: exit %d, %q", code, stderr)
 	}
 }

@@ -15,12 +15,15 @@ import (
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/study"
+	"github.com/stargate-llm/stargate/workload"
 )
 
 func newSimCmd() *cobra.Command {
 	var (
 		fleets, policies, rates, seeds string
 		engineName, format, out        string
+		trace, traceFormat             string
+		traceRate                      float64
 		warmup, measure                time.Duration
 		parallel                       int
 	)
@@ -30,9 +33,17 @@ func newSimCmd() *cobra.Command {
 		Long: `Simulate every combination of the given fleets, policies, rates and seeds,
 in parallel on all cores, and print one row (or JSON object) per run.
 
-Fleets are built-in (hetero, homo) or fleet files (see examples/).`,
+Fleets are built-in (hetero, homo) or fleet files (see examples/).
+
+With --trace FILE the fleet replays a recorded trace instead of its sessions:
+every request at its recorded time (scaled to --trace-rate if given), one
+turn each, with its block hash ids in the engines' block cache (Mooncake), so
+reuse % is the trace's real prefix reuse on that fleet. Requests that arrive
+after the warm-up and before its end are measured, each to its end; --measure
+defaults to the rest of the trace. --rps is then unused.`,
 		Example: `  stargate sim --fleet hetero --policy waw,pulsar-waw --rps 450
-  stargate sim --fleet examples/homo.yaml --rps 450,550 --seed 1,2,3 --format json`,
+  stargate sim --fleet examples/homo.yaml --rps 450,550 --seed 1,2,3 --format json
+  stargate sim --fleet examples/plan/trace-fleet.yaml --trace ../shared/traces/mooncake/conversation_trace.jsonl --policy least-request,pulsar-waw --warmup 300s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg := policy.NewRegistry()
@@ -48,6 +59,30 @@ Fleets are built-in (hetero, homo) or fleet files (see examples/).`,
 			if format != "table" && format != "json" && format != "csv" {
 				return usagef("--format %q: want table, json or csv", format)
 			}
+			var reqs []workload.TraceRequest
+			if trace != "" {
+				if reqs, err = readTrace(trace, traceFormat); err != nil {
+					return err
+				}
+				if traceRate < 0 {
+					return usagef("--trace-rate must be >= 0")
+				}
+				if traceRate > 0 {
+					if reqs, err = workload.Retime(reqs, traceRate); err != nil {
+						return usageError{err}
+					}
+				}
+				last := reqs[len(reqs)-1].Arrival
+				if warmup >= last {
+					return usagef("--warmup %v leaves none of the trace (its last request arrives at %v)", warmup, last.Round(time.Millisecond))
+				}
+				if !cmd.Flags().Changed("measure") {
+					measure = last - warmup + time.Millisecond
+				}
+				rpsList = []float64{workload.Rate(reqs)}
+			} else if traceRate != 0 || traceFormat != "auto" {
+				return usagef("--trace-rate and --trace-format need --trace")
+			}
 			for _, fl := range splitList(fleets) {
 				fleet, err := config.Load(fl)
 				if err != nil {
@@ -60,7 +95,8 @@ Fleets are built-in (hetero, homo) or fleet files (see examples/).`,
 					for _, rps := range rpsList {
 						for _, seed := range seedList {
 							specs = append(specs, study.RunSpec{FleetName: fleet.Name, Fleet: fleet, Policy: pol, RPS: rps,
-								Seed: seed, Engine: engineName, Warmup: warmup, Measure: measure, KeepRecords: out != ""})
+								Seed: seed, Engine: engineName, Warmup: warmup, Measure: measure, KeepRecords: out != "",
+								Requests: reqs, BlockSize: workload.MooncakeBlockSize})
 						}
 					}
 				}
@@ -107,6 +143,9 @@ Fleets are built-in (hetero, homo) or fleet files (see examples/).`,
 	f.StringVar(&format, "format", "table", "output format: table, json or csv")
 	f.StringVar(&out, "out", "", "directory for results.json, table.txt and one NDJSON file of turn records per run")
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
+	f.StringVar(&trace, "trace", "", "replay a trace instead of sessions: Mooncake JSONL or Azure CSV")
+	f.StringVar(&traceFormat, "trace-format", "auto", "trace format: mooncake, azure or auto (.csv is azure)")
+	f.Float64Var(&traceRate, "trace-rate", 0, "scale the trace's arrival times to this mean rate in req/s (0: as recorded)")
 	return cmd
 }
 

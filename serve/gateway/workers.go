@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/cluster"
+	"github.com/stargate-llm/stargate/engine"
 	core "github.com/stargate-llm/stargate/gateway"
 )
 
@@ -37,7 +38,7 @@ func (w *remoteWorker) SeqLimit() int {
 	return w.limit
 }
 
-func (w *remoteWorker) CachedTokensAt(_ time.Duration, session uint64) int { return w.recent[session] }
+func (w *remoteWorker) CachedPromptAt(_ time.Duration, r *engine.Request) int { return w.recent[r.Session] }
 
 func (w *remoteWorker) KVUsedAt(time.Duration) int { return w.kv }
 
@@ -66,5 +67,5 @@ func pickWorker(now time.Duration, session uint64, workers []*remoteWorker, slot
 	for i, w := range workers {
 		w.blocked = slots.Quarantined(i)
 	}
-	return cluster.Pick(now, session, workers)
+	return cluster.Pick(now, &engine.Request{Session: session}, workers)
 }

@@ -1,0 +1,158 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/stargate-llm/stargate/engine"
+)
+
+// Sample is a request's token counts.
+type Sample struct{ In, Out int }
+
+// Total is input plus output tokens.
+func (s Sample) Total() int { return s.In + s.Out }
+
+// PoolModel is the analytical view of one pool: the requests it takes and
+// their service on one instance of its profile at full concurrency.
+type PoolModel struct {
+	Name      string
+	Profile   *Profile
+	MaxTokens int
+	// Share is the fraction of all requests routed here.
+	Share  float64
+	Shape  PoolShape
+	Engine engine.Profile
+	// Slots is the sequences one instance runs at once: the engine's
+	// sequence limit, or fewer if mean-sized requests fill the KV budget.
+	Slots int
+	// Step is the mean step time at full concurrency; MeanService, CS2 the
+	// service time's mean and squared coefficient of variation; Prefill99
+	// and MeanPrefill the time to the first token once admitted.
+	Step, MeanService, Prefill99, MeanPrefill time.Duration
+	CS2                                       float64
+	n                                         int
+}
+
+// NewPoolModel models the requests of samples whose total lies in (lo, hi]
+// on profile p. share is their fraction of all samples (zero if none).
+//
+// At n = Slots sequences in a step, with a step budget of C tokens, request
+// j takes T_j = ceil(in_j / (C - n + 1)) + out_j - 1 steps (prefill chunks
+// beside n - 1 decoders, then one token a step). In steady state a step
+// carries n E[out]/E[T] decoding sequences and n E[in]/E[T] prefill tokens,
+// so it lasts
+//
+//	tau = base + per_decode_seq n E[out]/E[T] + per_prefill_token n E[in]/E[T]
+//
+// and S_j = T_j tau is request j's service time, P_j = ceil(in_j / (C - n +
+// 1)) tau its time to first token once admitted.
+func NewPoolModel(name string, p *Profile, samples []Sample, lo, hi int) (*PoolModel, error) {
+	var mine []Sample
+	var sumIn, sumCtx, sumTotal float64
+	for _, s := range samples {
+		if t := s.Total(); t > lo && t <= hi {
+			mine = append(mine, s)
+			sumIn += float64(s.In)
+			sumCtx += float64(s.In) + float64(s.Out)/2
+			sumTotal += float64(t)
+		}
+	}
+	m := &PoolModel{Name: name, Profile: p, MaxTokens: hi, n: len(mine)}
+	if len(mine) == 0 {
+		return m, nil
+	}
+	k := float64(len(mine))
+	m.Share = k / float64(len(samples))
+	m.Shape = PoolShape{MeanInput: sumIn / k, MeanContext: sumCtx / k, MaxTokens: hi}
+	m.Engine = p.EngineFor(m.Shape)
+	if err := m.Engine.Validate(); err != nil {
+		return nil, fmt.Errorf("plan: pool %s: %w", name, err)
+	}
+	if m.Engine.KVTokens < hi {
+		return nil, fmt.Errorf("plan: pool %s: profile %s holds %d KV tokens, less than the pool's largest request (%d tokens); use a larger profile or a smaller max context",
+			name, p.Name, m.Engine.KVTokens, hi)
+	}
+	n := max(1, min(m.Engine.MaxSeqs, int(float64(m.Engine.KVTokens)/(sumTotal/k))))
+	m.Slots = n
+	chunk := m.Engine.PrefillChunk
+	if chunk == 0 {
+		chunk = engine.DefaultPrefillChunk
+	}
+	per := chunk - n + 1
+	steps := make([]float64, len(mine))
+	pre := make([]float64, len(mine))
+	var sumSteps, sumOut float64
+	for i, s := range mine {
+		pre[i] = math.Ceil(float64(s.In) / float64(per))
+		steps[i] = pre[i] + float64(max(s.Out, 1)-1)
+		sumSteps += steps[i]
+		sumOut += float64(max(s.Out, 1))
+	}
+	meanT := sumSteps / k
+	e := m.Engine
+	tau := e.BaseMs + e.PerDecodeSeqMs*float64(n)*(sumOut/k)/meanT + e.PerPrefillTokenMs*float64(n)*(sumIn/k)/meanT
+	tau /= 1000 // seconds
+	var sumS, sumS2, sumP float64
+	for i := range mine {
+		sj := steps[i] * tau
+		sumS += sj
+		sumS2 += sj * sj
+		pre[i] *= tau
+		sumP += pre[i]
+	}
+	mean := sumS / k
+	m.Step = seconds(tau)
+	m.MeanService = seconds(mean)
+	m.CS2 = math.Max(0, sumS2/k/(mean*mean)-1)
+	m.MeanPrefill = seconds(sumP / k)
+	slices.Sort(pre)
+	m.Prefill99 = seconds(pre[min(len(pre)-1, int(math.Ceil(0.99*k))-1)])
+	return m, nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Empty reports whether no request goes to the pool.
+func (m *PoolModel) Empty() bool { return m.n == 0 }
+
+// Queue is the pool's M/G/c queue with the given instances at a total
+// arrival rate lambda: c = instances x Slots servers (each KV slot a
+// server), arrivals lambda x Share.
+func (m *PoolModel) Queue(instances int, lambda float64) Queue {
+	return Queue{Servers: instances * m.Slots, Lambda: lambda * m.Share, MeanService: m.MeanService, CS2: m.CS2}
+}
+
+// TTFT99 is the pool's analytical P99 TTFT: the P99 wait for a slot plus
+// the P99 time to the first token once admitted (a sum of quantiles, so an
+// upper bound of the quantile of the sum).
+func (m *PoolModel) TTFT99(instances int, lambda float64) float64 {
+	if m.Empty() {
+		return 0
+	}
+	return m.Queue(instances, lambda).WaitQuantile(0.99) + m.Prefill99.Seconds()
+}
+
+// ErrCannotMeet marks a target no size can meet.
+var ErrCannotMeet = errors.New("cannot meet the target")
+
+// Size is the fewest instances whose analytical P99 TTFT is within slo and
+// whose utilization is within utilCap (at most maxInstances).
+func (m *PoolModel) Size(lambda float64, slo time.Duration, utilCap float64, maxInstances int) (int, error) {
+	if m.Empty() {
+		return 0, nil
+	}
+	target := slo - m.Prefill99
+	if target < 0 {
+		return 0, fmt.Errorf("%w: pool %s on %s: the P99 time to first token once admitted is %.2fs, above the %.2fs target, before any queueing",
+			ErrCannotMeet, m.Name, m.Profile.Name, m.Prefill99.Seconds(), slo.Seconds())
+	}
+	servers, err := Size(m.Queue(1, lambda), target, utilCap, maxInstances*m.Slots)
+	if err != nil {
+		return 0, fmt.Errorf("%w: pool %s on %s: %w", ErrCannotMeet, m.Name, m.Profile.Name, err)
+	}
+	return (servers + m.Slots - 1) / m.Slots, nil
+}

@@ -1,0 +1,365 @@
+package plan
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Candidate is a fleet sized by the analytical model.
+type Candidate struct {
+	Fleet Fleet   `json:"fleet"`
+	Cost  float64 `json:"cost_per_hr"`
+	// Threshold is the short pool's max tokens (0 for one pool).
+	Threshold int `json:"threshold"`
+	// ShortShare is the share of requests in the short pool.
+	ShortShare float64 `json:"short_share"`
+	// P99 is the analytical P99 TTFT of the worst pool; Util the highest
+	// pool utilization.
+	P99  Sec     `json:"analytic_ttft_p99_s"`
+	Util float64 `json:"max_util"`
+	// Err says why no size meets the target (the fleet is then empty).
+	Err string `json:"error,omitempty"`
+}
+
+// PoolChoice is the pool layouts to search: profiles for a single pool or
+// the long pool, profiles for the short pool, the short pool's candidate
+// thresholds (nil: the workload's breakpoints) and the long pool's max
+// tokens (0: the workload's largest request).
+type PoolChoice struct {
+	Short, Long []*Profile
+	Thresholds  []int
+	LongMax     int
+	// SingleOnly and TwoOnly restrict the layouts.
+	SingleOnly, TwoOnly bool
+}
+
+func (pl *Planner) longMax(c PoolChoice) int {
+	if c.LongMax > 0 {
+		return c.LongMax
+	}
+	return pl.w.MaxTokens()
+}
+
+// Size sizes every pool of fleet f analytically at rate lambda (the
+// instance counts of f are ignored).
+func (pl *Planner) Size(f Fleet, lambda float64) Candidate {
+	c := Candidate{Fleet: Fleet{Pools: slices.Clone(f.Pools)}}
+	if len(f.Pools) == 2 {
+		c.Threshold = f.Pools[0].MaxTokens
+	}
+	models, err := pl.Models(f)
+	if err != nil {
+		c.Err = err.Error()
+		return c
+	}
+	if share := pl.tooLongShare(f); share > 0.01 {
+		c.Err = fmt.Sprintf("%.1f%% of requests are longer than every pool's max context (%d tokens): they are rejected, so no size meets a P99 target",
+			100*share, f.Pools[len(f.Pools)-1].MaxTokens)
+		return c
+	}
+	if len(models) == 2 {
+		c.ShortShare = models[0].Share
+	}
+	for i, m := range models {
+		n, err := m.Size(lambda, pl.o.SLO, pl.o.UtilCap, pl.o.MaxInstances)
+		if err != nil {
+			c.Err = err.Error()
+			return c
+		}
+		if m.Empty() {
+			n = 1 // a pool the samples never reach still needs an instance to exist
+		}
+		c.Fleet.Pools[i].Instances = n
+		if !m.Empty() {
+			c.P99 = max(c.P99, Sec(m.TTFT99(n, lambda)))
+			c.Util = max(c.Util, m.Queue(n, lambda).Utilization())
+		}
+	}
+	c.Cost = c.Fleet.Cost()
+	return c
+}
+
+// Candidates sizes every layout of choice at rate lambda, cheapest first
+// (those that cannot meet the target last).
+func (pl *Planner) Candidates(choice PoolChoice, lambda float64) []Candidate {
+	long := pl.longMax(choice)
+	var out []Candidate
+	if !choice.TwoOnly {
+		for _, p := range choice.Long {
+			out = append(out, pl.Size(Fleet{Pools: []PoolSpec{{Name: "all", Profile: p, MaxTokens: long}}}, lambda))
+		}
+	}
+	if !choice.SingleOnly {
+		th := choice.Thresholds
+		if th == nil {
+			th = pl.w.Breakpoints()
+		}
+		for _, b := range th {
+			if b >= long {
+				continue
+			}
+			for _, ps := range choice.Short {
+				for _, plong := range choice.Long {
+					out = append(out, pl.Size(Fleet{Pools: []PoolSpec{{Name: "short", Profile: ps, MaxTokens: b},
+						{Name: "long", Profile: plong, MaxTokens: long}}}, lambda))
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Candidate) int {
+		if (a.Err == "") != (b.Err == "") {
+			if a.Err == "" {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(a.Cost, b.Cost), cmp.Compare(a.Fleet.Instances(), b.Fleet.Instances()))
+	})
+	return out
+}
+
+// Verified is a candidate checked with the DES: the smallest sizes near the
+// analytical ones that meet the target, and the evidence that one instance
+// fewer in any pool does not.
+type Verified struct {
+	Candidate Candidate `json:"candidate"`
+	// Eval is the DES of the verified fleet; nil if no size up to the
+	// bound met the target (Note says why).
+	Eval *Eval `json:"des"`
+	// Smaller are the DES of the fleets with one instance fewer in one pool
+	// (a pool of one instance has none).
+	Smaller []*Eval `json:"smaller"`
+	// Sims is how many fleets the search simulated.
+	Sims int    `json:"fleets_simulated"`
+	Note string `json:"note,omitempty"`
+}
+
+// MaxVerifySteps bounds the DES search of one candidate.
+const MaxVerifySteps = 40
+
+// Verify searches, with the DES at rate lambda, for the smallest fleet near
+// candidate c's sizes that meets the P99 TTFT target: it grows the pool
+// whose P99 is worst (by an eighth, at least one instance) until the fleet
+// meets the target, then removes one instance from a pool at a time while
+// the fleet still meets it. The result meets the target and every fleet
+// with one instance fewer in one pool misses it (both in the DES with the
+// planner's seeds).
+func (pl *Planner) Verify(ctx context.Context, c Candidate, lambda float64) (*Verified, error) {
+	v := &Verified{Candidate: c}
+	if c.Err != "" {
+		v.Note = c.Err
+		return v, nil
+	}
+	sims := map[string]bool{}
+	eval := func(f Fleet) (*Eval, error) {
+		sims[f.key()] = true
+		return pl.Evaluate(ctx, f, lambda, "")
+	}
+	f := c.Fleet
+	e, err := eval(f)
+	if err != nil {
+		return nil, err
+	}
+	best, flat := float64(e.P99), 0
+	for steps := 0; !e.Pass; steps++ {
+		// More instances shorten the wait for a slot, not a request's own
+		// prefill: a P99 that stops falling is the workload's floor.
+		if p := float64(e.P99); p < best*0.98 {
+			best, flat = p, 0
+		} else if flat++; flat == 4 && !math.IsInf(p, 1) {
+			v.Note = fmt.Sprintf("the DES P99 TTFT stays near %.2fs however many instances (up to %s): the longest requests' own prefill takes that long, so a %v target needs a faster profile or a smaller max context",
+				best, f, pl.o.SLO)
+			v.Sims = len(sims)
+			return v, nil
+		}
+		if steps == MaxVerifySteps {
+			v.Note = fmt.Sprintf("no fleet up to %s met a P99 TTFT of %v in the DES (P99 %s s, %d rejected, %d too long)",
+				f, pl.o.SLO, e.P99, e.Rejected, e.TooLong)
+			v.Sims = len(sims)
+			return v, nil
+		}
+		if e.TooLong > 0 && float64(e.TooLong) > 0.01*float64(e.Requests) {
+			v.Note = fmt.Sprintf("%d of %d requests are longer than every pool's max context and are rejected: no size meets a P99 target", e.TooLong, e.Requests)
+			v.Sims = len(sims)
+			return v, nil
+		}
+		worst := 0
+		for i, p := range e.Pools {
+			if p.P99 > e.Pools[worst].P99 || (p.P99 == e.Pools[worst].P99 && p.Requests > e.Pools[worst].Requests) {
+				worst = i
+			}
+		}
+		n := f.Pools[worst].Instances
+		if n >= pl.o.MaxInstances {
+			v.Note = fmt.Sprintf("pool %s reached the bound of %d instances without meeting the target", f.Pools[worst].Name, pl.o.MaxInstances)
+			v.Sims = len(sims)
+			return v, nil
+		}
+		f = f.with(worst, min(pl.o.MaxInstances, n+max(1, n/8)))
+		if e, err = eval(f); err != nil {
+			return nil, err
+		}
+	}
+	// Shrink: one instance fewer in a pool, most expensive pool first.
+	for shrunk := true; shrunk; {
+		shrunk = false
+		order := make([]int, len(f.Pools))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int {
+			return -cmp.Compare(float64(f.Pools[a].Instances)*f.Pools[a].Profile.Cost(), float64(f.Pools[b].Instances)*f.Pools[b].Profile.Cost())
+		})
+		v.Smaller = v.Smaller[:0]
+		for _, i := range order {
+			if f.Pools[i].Instances <= 1 {
+				continue
+			}
+			g := f.with(i, f.Pools[i].Instances-1)
+			ge, err := eval(g)
+			if err != nil {
+				return nil, err
+			}
+			if ge.Pass {
+				f, e, shrunk = g, ge, true
+				break
+			}
+			v.Smaller = append(v.Smaller, ge)
+		}
+	}
+	v.Eval = e
+	v.Sims = len(sims)
+	if len(v.Smaller) == 0 {
+		v.Note = "every pool has one instance: there is no smaller fleet of this layout"
+	}
+	return v, nil
+}
+
+// Optimized is the result of Optimize.
+type Optimized struct {
+	Lambda     float64     `json:"lambda"`
+	SLOS       float64     `json:"slo_s"`
+	Candidates []Candidate `json:"candidates"`
+	Verified   []*Verified `json:"verified"`
+	// Best is the cheapest verified fleet (nil if none met the target).
+	Best *Verified `json:"best"`
+}
+
+// Optimize ranks the layouts of choice by their analytical hourly cost at
+// the workload's rate, verifies the cheapest topK with the DES (Verify) and
+// recommends the cheapest verified fleet.
+func (pl *Planner) Optimize(ctx context.Context, choice PoolChoice, topK int) (*Optimized, error) {
+	if len(choice.Long) == 0 || (len(choice.Short) == 0 && !choice.SingleOnly) {
+		return nil, errors.New("plan: give at least one profile for each pool")
+	}
+	lambda := pl.w.Lambda
+	out := &Optimized{Lambda: lambda, SLOS: pl.o.SLO.Seconds(), Candidates: pl.Candidates(choice, lambda)}
+	for i := 0; i < len(out.Candidates) && i < topK; i++ {
+		if out.Candidates[i].Err != "" {
+			break
+		}
+		v, err := pl.Verify(ctx, out.Candidates[i], lambda)
+		if err != nil {
+			return nil, err
+		}
+		out.Verified = append(out.Verified, v)
+		if v.Eval != nil && (out.Best == nil || v.Eval.Cost < out.Best.Eval.Cost) {
+			out.Best = v
+		}
+	}
+	return out, nil
+}
+
+// ParetoPoint is one short-pool threshold's analytical sizing.
+type ParetoPoint struct {
+	Candidate
+	// Dominated: another threshold is no worse in both cost and worst-pool
+	// P99 and better in one.
+	Dominated bool `json:"dominated"`
+}
+
+// Pareto sizes the two-pool layout (short profile, long profile) at every
+// threshold of choice (the workload's breakpoints by default) whose short
+// pool takes between 1% and 99% of requests, and marks the points not
+// dominated in hourly cost and worst-pool analytical P99 TTFT.
+func (pl *Planner) Pareto(choice PoolChoice) []ParetoPoint {
+	choice.TwoOnly = true
+	choice.Short, choice.Long = choice.Short[:1], choice.Long[:1]
+	var pts []ParetoPoint
+	for _, c := range pl.Candidates(choice, pl.w.Lambda) {
+		if c.Err == "" && (c.ShortShare < 0.01 || c.ShortShare > 0.99) {
+			continue
+		}
+		pts = append(pts, ParetoPoint{Candidate: c})
+	}
+	slices.SortStableFunc(pts, func(a, b ParetoPoint) int { return cmp.Compare(a.Threshold, b.Threshold) })
+	for i := range pts {
+		a := &pts[i]
+		if a.Err != "" {
+			a.Dominated = true
+			continue
+		}
+		for j := range pts {
+			b := &pts[j]
+			if i != j && b.Err == "" && b.Cost <= a.Cost && b.P99 <= a.P99 && (b.Cost < a.Cost || b.P99 < a.P99) {
+				a.Dominated = true
+				break
+			}
+		}
+	}
+	return pts
+}
+
+// WhatIfPoint is one rate of a sweep.
+type WhatIfPoint struct {
+	Lambda float64 `json:"lambda"`
+	// Best is the cheapest analytical layout at this rate.
+	Best Candidate `json:"best"`
+	// Fixed is the DES of the given fleet at this rate (if one was given).
+	Fixed *Eval `json:"fixed,omitempty"`
+}
+
+// WhatIf sweeps the arrival rate: the cheapest analytical layout of choice
+// at each rate and, if fixed has pools, the DES of that fleet at each rate.
+func (pl *Planner) WhatIf(ctx context.Context, choice PoolChoice, rates []float64, fixed Fleet) ([]WhatIfPoint, error) {
+	var out []WhatIfPoint
+	for _, lambda := range rates {
+		if !(lambda > 0) || math.IsInf(lambda, 0) {
+			return nil, fmt.Errorf("plan: rate %v: want a finite number > 0", lambda)
+		}
+		pt := WhatIfPoint{Lambda: lambda}
+		if cands := pl.Candidates(choice, lambda); len(cands) > 0 {
+			pt.Best = cands[0]
+		}
+		if len(fixed.Pools) > 0 {
+			e, err := pl.Evaluate(ctx, fixed, lambda, "")
+			if err != nil {
+				return nil, err
+			}
+			pt.Fixed = e
+		}
+		out = append(out, pt)
+	}
+	return out, nil
+}
+
+// CompareRouters runs the DES of fleet f with each policy placing requests
+// inside the pools (the length router picks the pool in every case).
+func (pl *Planner) CompareRouters(ctx context.Context, f Fleet, policies []string) ([]*Eval, error) {
+	var out []*Eval
+	for _, p := range policies {
+		if !pl.o.Registry.Has(p) {
+			return nil, fmt.Errorf("plan: unknown policy %q (known: %v)", p, pl.o.Registry.Names())
+		}
+		e, err := pl.Evaluate(ctx, f, pl.w.Lambda, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
