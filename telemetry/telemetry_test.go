@@ -114,15 +114,15 @@ func TestProjectorHysteresis(t *testing.T) {
 		score float64
 		want  int
 	}{
-		{0, 0.3, 70},    // first weight applies
-		{70, 0.35, 70},  // 65 is within the band
-		{70, 0.41, 59},  // 59 is 11 away
-		{70, 0.25, 70},  // 75: 5 away
-		{70, 1, 1},      // a full score drops to the minimum at once
-		{70, 0.999, 1},  // rounds to 0: the minimum
-		{95, 0, 100},    // recovery to the maximum applies
-		{1, 0.95, 1},    // 5 is within the band of 1
-		{1, 0.5, 50},    // recovers in one step
+		{0, 0.3, 70},   // first weight applies
+		{70, 0.35, 70}, // 65 is within the band
+		{70, 0.41, 59}, // 59 is 11 away
+		{70, 0.25, 70}, // 75: 5 away
+		{70, 1, 1},     // a full score drops to the minimum at once
+		{70, 0.999, 1}, // rounds to 0: the minimum
+		{95, 0, 100},   // recovery to the maximum applies
+		{1, 0.95, 1},   // 5 is within the band of 1
+		{1, 0.5, 50},   // recovers in one step
 		{50, math.NaN(), 100},
 	}
 	for _, tt := range tests {
