@@ -150,7 +150,6 @@ func (r *Router) heard(now time.Duration, b int, sig *telemetry.Signals) {
 	r.update(now, b)
 }
 
-
 // Errors of the lifecycle calls.
 var (
 	ErrNoBackend = errors.New("router: no such backend")
