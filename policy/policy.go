@@ -195,6 +195,9 @@ func NewRegistry() *Registry {
 		p.Weight = WeightMaxInputTPS
 		return &PulsarWaW{p: p, name: "pulsar-waw-tps"}, nil
 	})
+	r.Register("pressure", func(p Params, b []Backend, _ *rand.Rand) (Policy, error) {
+		return NewPressure(p, DefaultPressureParams(), b)
+	})
 	return r
 }
 
