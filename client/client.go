@@ -87,6 +87,10 @@ const (
 	Errored
 	// TimedOut: the attempt ran past its timeout.
 	TimedOut
+	// Invalid: refused as a bad request (a prompt over the backend's
+	// context length); the answer says not to retry (x-should-retry:
+	// false), so the turn fails at once.
+	Invalid
 )
 
 func (f Failure) String() string {
@@ -97,6 +101,8 @@ func (f Failure) String() string {
 		return "error"
 	case TimedOut:
 		return "timeout"
+	case Invalid:
+		return "invalid"
 	}
 	return "unknown"
 }
@@ -111,7 +117,7 @@ func (t *Turn) Fail(now time.Duration, f Failure, backend int) (retryAt time.Dur
 	if f == Rejected {
 		t.Record.Rejections++
 	}
-	if t.Record.Attempts < t.cfg.MaxAttempts {
+	if f != Invalid && t.Record.Attempts < t.cfg.MaxAttempts {
 		return now + time.Duration(t.Record.Attempts)*t.cfg.RetryBackoff, true
 	}
 	t.done = true
