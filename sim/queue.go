@@ -21,6 +21,11 @@ const (
 	evClientDone
 	evClientError
 	evAttemptTimeout
+	// Telemetry and faults (none in a run without them).
+	evFault
+	evTelemetry
+	evProbe
+	evBurst
 )
 
 // event holds no pointer, so moving events in the heap needs no GC write
