@@ -261,7 +261,7 @@ func (r *Router) OnProbe(now time.Duration, b int, rtt time.Duration) {
 // returns them so that decide can restore them.
 func (r *Router) hideIncapable(req *policy.Request) []int {
 	r.hidden = r.hidden[:0]
-	if req.Tokens <= 0 || !(r.capAware || r.cfg.Capability) {
+	if req.Tokens <= 0 || (!r.capAware && !r.cfg.Capability) {
 		return r.hidden
 	}
 	fits := false

@@ -46,8 +46,10 @@ func (w Weights) Validate() error {
 	return nil
 }
 
-// loadSignal reports whether s measures load (and so may stand in for another
-// load signal that is missing).
+// Load reports whether s measures load (and so may stand in for another load
+// signal that is missing).
+func (s Signal) Load() bool { return loadSignal(s) }
+
 func loadSignal(s Signal) bool {
 	switch s {
 	case SigQueue, SigTTFT, SigKV, SigGPU, SigMem, SigSM, SigDRAM:
