@@ -90,6 +90,10 @@ const (
 	// TooLong: no backend can take a request this long; the turn fails at
 	// once, without a retry.
 	TooLong
+	// Invalid: refused as a bad request (a prompt over the backend's
+	// context length); the answer says not to retry (x-should-retry:
+	// false), so the turn fails at once.
+	Invalid
 )
 
 func (f Failure) String() string {
@@ -102,6 +106,8 @@ func (f Failure) String() string {
 		return "timeout"
 	case TooLong:
 		return "too_long"
+	case Invalid:
+		return "invalid"
 	}
 	return "unknown"
 }
@@ -116,7 +122,7 @@ func (t *Turn) Fail(now time.Duration, f Failure, backend int) (retryAt time.Dur
 	if f == Rejected {
 		t.Record.Rejections++
 	}
-	if t.Record.Attempts < t.cfg.MaxAttempts && f != TooLong {
+	if t.Record.Attempts < t.cfg.MaxAttempts && f != TooLong && f != Invalid {
 		return now + time.Duration(t.Record.Attempts)*t.cfg.RetryBackoff, true
 	}
 	t.done = true

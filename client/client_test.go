@@ -50,3 +50,17 @@ func TestTTFTFromFirstAttempt(t *testing.T) {
 		t.Error("zero attempts accepted")
 	}
 }
+
+func TestInvalidIsNotRetried(t *testing.T) {
+	c := DefaultConfig()
+	turn := c.NewTurn(0, metrics.TurnRecord{})
+	turn.Attempt(0)
+	if _, retry := turn.Fail(0, Invalid, 2); retry || !turn.Done() || turn.Record.Reason != "invalid" {
+		t.Errorf("an invalid request was retried or not recorded: %+v", turn.Record)
+	}
+	turn = c.NewTurn(0, metrics.TurnRecord{})
+	turn.Attempt(0)
+	if _, retry := turn.Fail(0, Errored, 2); !retry {
+		t.Error("a server error was not retried")
+	}
+}

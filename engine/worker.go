@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -139,6 +140,8 @@ type Worker struct {
 	busy bool
 	run  RunInfo
 
+	slow float64 // step cost multiplier; 0 means 1
+
 	totals Totals
 }
 
@@ -273,6 +276,24 @@ func (w *Worker) Submit(now time.Duration, r Request) error {
 	}
 	return nil
 }
+
+// SetSlowdown multiplies the cost of every step from the end of the step in
+// progress at now (a thermal fault: the clock throttles and steps take
+// longer). factor must be >= 1 and finite; 1 restores the profile's cost.
+func (w *Worker) SetSlowdown(now time.Duration, factor float64) error {
+	if !(factor >= 1) || math.IsInf(factor, 0) {
+		return fmt.Errorf("engine: slowdown must be a finite number >= 1, got %v", factor)
+	}
+	if factor == w.slow || (factor == 1 && w.slow == 0) {
+		return nil
+	}
+	w.slow = factor
+	w.cutRun(now)
+	return nil
+}
+
+// Slowdown is the current step cost multiplier.
+func (w *Worker) Slowdown() float64 { return max(w.slow, 1) }
 
 // Cancel drops a request. A waiting request leaves at once; a running one at
 // the end of the step in progress, without a cache entry. It reports whether
@@ -519,7 +540,11 @@ func (w *Worker) plan(at time.Duration) {
 		steps = max(steps, 1)
 	}
 	w.busy = true
-	w.run = RunInfo{Start: at, StepDuration: w.prof.StepDuration(decoding, prefill), Steps: steps,
+	step := w.prof.StepDuration(decoding, prefill)
+	if w.slow > 0 && w.slow != 1 {
+		step = time.Duration(float64(step)*w.slow + 0.5)
+	}
+	w.run = RunInfo{Start: at, StepDuration: step, Steps: steps,
 		Batch: len(w.running), Decoding: decoding, PrefillTokens: prefill, KVUsed: w.kvUsed, CacheTokens: w.cacheTokens}
 }
 

@@ -350,3 +350,28 @@ func TestProgress(t *testing.T) {
 		t.Error("a finished request still in progress")
 	}
 }
+
+func TestSlowdownStretchesSteps(t *testing.T) {
+	p := HalfProfile()
+	w, err := NewWorker(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Submit(0, Request{ID: 1, Session: 1, PromptTokens: 100, OutputTokens: 50}); err != nil {
+		t.Fatal(err)
+	}
+	normal := w.Run().StepDuration
+	if err := w.SetSlowdown(0, 2.5); err != nil {
+		t.Fatal(err)
+	}
+	at, _ := w.NextEventAt()
+	w.Advance(at, nil)
+	if got, want := w.Run().StepDuration, p.StepDuration(1, 0); got != time.Duration(float64(want)*2.5+0.5) || w.Slowdown() != 2.5 {
+		t.Errorf("step after slowdown %v (first step %v), want 2.5 x %v", got, normal, want)
+	}
+	for _, bad := range []float64{0.5, math.Inf(1), math.NaN()} {
+		if err := w.SetSlowdown(0, bad); err == nil {
+			t.Errorf("slowdown %v accepted", bad)
+		}
+	}
+}

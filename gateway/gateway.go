@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/stargate-llm/stargate/telemetry"
 )
 
 // ErrOverloaded is wrapped by every rejection for overload.
@@ -118,6 +120,9 @@ type Stats struct {
 	Completed uint64
 	Rejected  uint64
 	Cancelled uint64
+	// Signals is the backend's latest telemetry report (nil if it sends
+	// none), shared between messages until the next report replaces it.
+	Signals *telemetry.Signals
 }
 
 // Gateway is the admission state of one backend.
@@ -137,6 +142,8 @@ type Gateway struct {
 	tps     tpsMeter
 	peakTPS float64
 	peakAt  time.Duration
+
+	signals *telemetry.Signals
 
 	seq        uint64
 	dirty      bool
@@ -292,6 +299,14 @@ func (g *Gateway) decayedPeak(now time.Duration) float64 {
 	return g.peakTPS * math.Exp2(-(now-g.peakAt).Seconds()/g.cfg.TPSPeakHalfLife.Seconds())
 }
 
+// SetSignals attaches a telemetry report to the stats messages from now on
+// and sends it with the next one (it counts as a change). The report must
+// not be modified afterwards.
+func (g *Gateway) SetSignals(now time.Duration, sig *telemetry.Signals) {
+	g.signals = sig
+	g.changed(now)
+}
+
 // NextStatsAt is when the next stats message is due: soon after a change
 // (coalesced), or at the heartbeat interval.
 func (g *Gateway) NextStatsAt() time.Duration {
@@ -324,6 +339,7 @@ func (g *Gateway) TakeStats(now time.Duration) *Stats {
 	st.Backend, st.Seq, st.At, st.Capacity = g.backend, g.seq, now, g.capacity
 	st.Active, st.Waiting, st.InputTPS, st.MaxInputTPS = len(g.active), len(g.waiting), rate, g.decayedPeak(now)
 	st.Completed, st.Rejected, st.Cancelled = g.completed, g.rejected, g.cancelled
+	st.Signals = g.signals
 	return st
 }
 

@@ -44,6 +44,17 @@
 // Params.Weight = "max-input-tps"); it uses capacity weights for every backend
 // until every eligible backend has reported a measured maximum.
 //
+// # pressure
+//
+// Telemetry-aware placement (see Pressure): every signal the router holds
+// about a backend is normalised and summed with fixed weights into a score,
+// projected to an integer weight 1-100 with hysteresis, and the weights scale
+// pulsar-waw's rendezvous ranking. The default weights and normalisation
+// levels are documented in package telemetry (DefaultWeights, DefaultNorm);
+// they were fixed before any measurement and are not tuned per scenario. It
+// asks the router to hide backends too small for a request, and reports its
+// weights and fallback flags through WeightReporter.
+//
 // # The baselines
 //
 // round-robin cycles through the backends; random picks uniformly;

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stargate-llm/stargate/telemetry"
 )
 
 // View is a router's picture of one backend at pick time.
@@ -27,6 +29,24 @@ type View struct {
 	MaxInputTPS float64
 	// Eligible is false for a backend that must not take new requests.
 	Eligible bool
+
+	// The rest is filled by a router that tracks telemetry; policies that do
+	// not use it ignore it.
+
+	// State is the backend's lifecycle state (zero: not tracked, Ready).
+	State telemetry.State
+	// MaxModelLen is the longest request (prompt plus output tokens) the
+	// backend is known to accept, from its report or learned from its
+	// context-length errors; zero means unknown.
+	MaxModelLen int
+	// ErrorRate is the share of this router's recent requests to the
+	// backend that failed (overload refusals and context-length errors
+	// excluded).
+	ErrorRate float64
+	// Signals is the backend's latest telemetry report, nil if none.
+	Signals *telemetry.Signals
+	// Path is this router's estimate of the network path to the backend.
+	Path telemetry.Path
 }
 
 // Free reports whether the backend has a free engine slot.
@@ -50,6 +70,9 @@ type Request struct {
 	QueuedAt int
 	// Exclude lists backends that already refused this request.
 	Exclude []int
+	// Tokens is the request's prompt plus requested output tokens; zero
+	// means unknown.
+	Tokens int
 }
 
 func (r *Request) excluded(b int) bool { return slices.Contains(r.Exclude, b) }
@@ -172,6 +195,9 @@ func NewRegistry() *Registry {
 		p.Weight = WeightMaxInputTPS
 		return &PulsarWaW{p: p, name: "pulsar-waw-tps"}, nil
 	})
+	r.Register("pressure", func(p Params, b []Backend, _ *rand.Rand) (Policy, error) {
+		return NewPressure(p, DefaultPressureParams(), b)
+	})
 	return r
 }
 
@@ -250,4 +276,11 @@ func boolWeight(ok bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// CapabilityAware is implemented by policies that want the router to hide,
+// for each request, the backends whose known max_model_len it exceeds (while
+// another eligible backend fits it).
+type CapabilityAware interface {
+	CapabilityAware() bool
 }

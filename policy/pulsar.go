@@ -65,27 +65,43 @@ func Score(session uint64, v *View, measured bool) float64 {
 func (pw *PulsarWaW) Pick(now time.Duration, r *Request, views []View) Decision {
 	strict := anyEligible(r, views)
 	measured := pw.useMeasured(views)
-	waited := now - r.Arrived
-	band := 1 + int(waited/pw.p.BandStep)
-
-	if cap(pw.scores) < len(views) {
-		pw.scores = make([]float64, len(views))
-	}
-	scores := pw.scores[:len(views)]
-	top, free := -1, -1
-	topScore, freeScore := math.Inf(-1), math.Inf(-1)
+	pw.scores = grow(pw.scores, len(views))
 	for i := range views {
 		v := &views[i]
 		if !eligible(r, v, strict) {
-			scores[i] = math.Inf(-1)
+			pw.scores[i] = math.Inf(-1)
 			continue
 		}
-		s := Score(r.Session, v, measured)
-		scores[i] = s
+		pw.scores[i] = Score(r.Session, v, measured)
+	}
+	return bandPick(pw.p, now, r, views, pw.scores)
+}
+
+// grow returns s resized to n, reusing its array when it is large enough.
+func grow(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	return s[:n]
+}
+
+// bandPick is the widening-band placement of pulsar-waw over given
+// rendezvous scores (-Inf: not a candidate): the best-ranked backend in the
+// band with a free slot, else wait at the top-ranked one, else overflow to
+// the best free one anywhere, else reject.
+func bandPick(p Params, now time.Duration, r *Request, views []View, scores []float64) Decision {
+	waited := now - r.Arrived
+	band := 1 + int(waited/p.BandStep)
+	top, free := -1, -1
+	topScore, freeScore := math.Inf(-1), math.Inf(-1)
+	for i, s := range scores {
+		if math.IsInf(s, -1) {
+			continue
+		}
 		if s > topScore {
 			top, topScore = i, s
 		}
-		if v.Free() && s > freeScore {
+		if views[i].Free() && s > freeScore {
 			free, freeScore = i, s
 		}
 	}
@@ -106,11 +122,11 @@ func (pw *PulsarWaW) Pick(now time.Duration, r *Request, views []View) Decision 
 			return dispatch(free)
 		}
 	}
-	if waited >= pw.p.MaxWait {
-		return reject("overloaded: no free slot within the band after " + pw.p.MaxWait.String())
+	if waited >= p.MaxWait {
+		return reject("overloaded: no free slot within the band after " + p.MaxWait.String())
 	}
-	if r.QueuedAt == top || views[top].Queued < pw.p.MaxQueued {
-		until := min(r.Arrived+time.Duration(band)*pw.p.BandStep, r.Arrived+pw.p.MaxWait)
+	if r.QueuedAt == top || views[top].Queued < p.MaxQueued {
+		until := min(r.Arrived+time.Duration(band)*p.BandStep, r.Arrived+p.MaxWait)
 		return Decision{Kind: Wait, Backend: top, Until: until}
 	}
 	if free >= 0 {

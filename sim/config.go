@@ -9,6 +9,7 @@ import (
 	"github.com/stargate-llm/stargate/engine"
 	"github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/workload"
 )
 
@@ -32,6 +33,9 @@ type BackendSpec struct {
 	Region  int
 	Workers int
 	Profile engine.Profile
+	// MaxModelLen is what the backend's /v1/models reports (prompt plus
+	// output tokens); zero means unknown and unlimited.
+	MaxModelLen int
 	// Pool is the backend's index in Config.Pools (0 without pools).
 	Pool int
 }
@@ -82,6 +86,37 @@ type Config struct {
 
 	// KeepRecords keeps every measured turn's record in the result.
 	KeepRecords bool
+
+	// Router configures every router's liveness and capability tracking.
+	Router router.Config
+	// Telemetry turns on heartbeats with signals and router probes.
+	Telemetry Telemetry
+	// Faults are injected at their times (see Fault).
+	Faults []Fault
+	// RecordDispatches keeps every dispatch in the result.
+	RecordDispatches bool
+}
+
+// Telemetry configures the signals of the simulation.
+type Telemetry struct {
+	// Enabled: each gateway attaches a telemetry report (Signals, with mock
+	// DCGM values from its workers' state) to its stats every Interval, and
+	// each router probes every backend every ProbeInterval; routers also
+	// hear how each attempt ended.
+	Enabled       bool
+	Interval      time.Duration
+	ProbeInterval time.Duration
+	// TTFTWindow is the span of the gateway's p95 TTFT; ErrorHalfLife that
+	// of its error rate.
+	TTFTWindow    time.Duration
+	ErrorHalfLife time.Duration
+}
+
+// DefaultTelemetry is on with 500 ms heartbeats and probes, a 10 s TTFT
+// window and a 5 s error half-life.
+func DefaultTelemetry() Telemetry {
+	return Telemetry{Enabled: true, Interval: 500 * time.Millisecond, ProbeInterval: 500 * time.Millisecond,
+		TTFTWindow: 10 * time.Second, ErrorHalfLife: 5 * time.Second}
 }
 
 // Validate reports what is wrong with a configuration.
@@ -142,6 +177,25 @@ func (c *Config) Validate(reg *policy.Registry) error {
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := c.Router.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Telemetry.Enabled && (c.Telemetry.Interval <= 0 || c.Telemetry.ProbeInterval <= 0 || c.Telemetry.TTFTWindow <= 0 || c.Telemetry.ErrorHalfLife <= 0) {
+		errs = append(errs, fmt.Errorf("telemetry: interval, probe interval, TTFT window and error half-life must be > 0, got %+v", c.Telemetry))
+	}
+	for i, f := range c.Faults {
+		if err := f.validate(len(c.Backends)); err != nil {
+			errs = append(errs, fmt.Errorf("fault %d (%s): %w", i+1, f.Kind, err))
+		}
+	}
+	for _, b := range c.Backends {
+		if b.MaxModelLen < 0 {
+			errs = append(errs, fmt.Errorf("backend %q: max_model_len must be >= 0, got %d", b.Name, b.MaxModelLen))
+		}
+	}
+	if len(c.Pools) > 1 && (c.Telemetry.Enabled || len(c.Faults) > 0) {
+		errs = append(errs, errors.New("pools cannot be combined with telemetry or faults yet; run them separately"))
 	}
 	for i, p := range c.Pools {
 		if p.MaxTokens < 1 {

@@ -22,6 +22,11 @@ const (
 	evClientError
 	evAttemptTimeout
 	evWarmupEnd
+	// Telemetry and faults (none in a run without them).
+	evFault
+	evTelemetry
+	evProbe
+	evBurst
 )
 
 // event holds no pointer, so moving events in the heap needs no GC write

@@ -14,6 +14,7 @@ import (
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/router"
+	"github.com/stargate-llm/stargate/telemetry"
 	"github.com/stargate-llm/stargate/workload"
 )
 
@@ -24,6 +25,7 @@ const (
 	streamArrivals uint64 = iota + 1
 	streamSessions
 	streamPolicies
+	streamFaults
 )
 
 // subSeed derives a stream's seed from the run's seed. (Mix64 adds the
@@ -44,6 +46,40 @@ type Result struct {
 	Records []metrics.TurnRecord
 	// Open is set for an open-loop run (Config.Requests).
 	Open *OpenResult
+	// Dispatches holds every dispatch when Config.RecordDispatches is set.
+	Dispatches []Dispatch `json:",omitempty"`
+	// Marks are notable instants of a run with telemetry or faults.
+	Marks []Mark `json:",omitempty"`
+	// Routers is each router's view of the backends at the end of a run
+	// with telemetry.
+	Routers []RouterEnd `json:",omitempty"`
+}
+
+// Dispatch is one attempt a router sent to a backend.
+type Dispatch struct {
+	At      time.Duration `json:"at"`
+	Router  int           `json:"router"`
+	Backend int           `json:"backend"`
+	Tokens  int           `json:"tokens"`
+	// Misroute: the backend could not serve it when it was sent (killed,
+	// hung, or the request exceeded its context limit).
+	Misroute bool `json:"misroute"`
+}
+
+// Mark is a notable instant: a fault starting or ending ("fault:kill",
+// "end:kill") or a backend's first report without hardware signals after
+// its exporter died ("fallback").
+type Mark struct {
+	At      time.Duration `json:"at"`
+	Backend int           `json:"backend"`
+	What    string        `json:"what"`
+}
+
+// RouterEnd is one router's view at the end of a run.
+type RouterEnd struct {
+	Backends []router.BackendStatus `json:"backends"`
+	// Weights are the policy's weights, if it keeps any.
+	Weights []policy.BackendWeight `json:"weights,omitempty"`
 }
 
 // OpenResult is what an open-loop run adds.
@@ -89,6 +125,7 @@ const (
 	toGateway
 	atGateway // queued or in the engine
 	responding
+	lost // swallowed by a hung backend
 )
 
 type attempt struct {
@@ -101,6 +138,8 @@ type attempt struct {
 	done    bool
 	cached  int
 	output  int
+	gwAt    time.Duration // arrival at the gateway
+	limit   int           // the context limit a refusal named
 }
 
 type session struct {
@@ -123,6 +162,14 @@ type backendState struct {
 	cl          *cluster.Backend
 	workerTimer int // timer id of worker 0; worker w is workerTimer+w
 	statsTimer  int
+
+	fault    faultState
+	ttft     telemetry.Window
+	errs     telemetry.ErrorRate
+	learned  int // context limit shown by the engine's refusals
+	lastBusy []time.Duration
+	fellBack bool
+	gpus     []telemetry.GPUValues // scratch
 }
 
 type inFlight struct {
@@ -138,7 +185,10 @@ type channel struct {
 // routerState is one router replica: one router core per pool (one over
 // every backend without pools).
 type routerState struct {
-	subs   []*router.Router
+	subs []*router.Router
+	// r is the one router of a run without pools (runs with telemetry or
+	// faults have none).
+	r      *router.Router
 	region int
 	timer  int
 }
@@ -202,6 +252,10 @@ type simulation struct {
 	arrivalsEnd time.Duration
 	stoppedAt   time.Duration
 	warm        [][]engine.Totals
+	track      bool // telemetry on: reports, probes, results to routers
+	faultRng   *rand.Rand
+	dispatches []Dispatch
+	marks      []Mark
 
 	engineOut []engine.Event
 	admitted  []gateway.Request
@@ -266,7 +320,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		s.backends = append(s.backends, &backendState{spec: spec, gw: gw, cl: cl,
 			workerTimer: s.timers.grow(spec.Workers), statsTimer: s.timers.grow(1)})
 		pbs[spec.Pool] = append(pbs[spec.Pool], policy.Backend{Name: spec.Name, Key: policy.KeyOf(spec.Name)})
-		rbs[spec.Pool] = append(rbs[spec.Pool], router.Backend{Name: spec.Name, Capacity: gw.Capacity()})
+		rbs[spec.Pool] = append(rbs[spec.Pool], router.Backend{Name: spec.Name, Capacity: gw.Capacity(), MaxModelLen: spec.MaxModelLen})
 	}
 	s.byRegion = make([][]int, len(cfg.Regions))
 	for ri, region := range cfg.Regions {
@@ -278,12 +332,13 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 				if err != nil {
 					return nil, fmt.Errorf("sim: %w", err)
 				}
-				r, err := router.New(idx, pol, rbs[p])
+				r, err := router.NewWith(idx, pol, rbs[p], cfg.Router)
 				if err != nil {
 					return nil, fmt.Errorf("sim: %w", err)
 				}
 				rs.subs = append(rs.subs, r)
 			}
+			rs.r = rs.subs[0]
 			s.routers = append(s.routers, rs)
 			s.byRegion[ri] = append(s.byRegion[ri], idx)
 		}
@@ -305,6 +360,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 	} else {
 		s.q.push(event{at: s.arrivals.Next(0), kind: evSessionArrive})
 	}
+	s.setupFaults()
 	return s, nil
 }
 
@@ -392,7 +448,7 @@ func (s *simulation) handle(e *event) error {
 				s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(client.TooLong)})
 				break
 			}
-			d := rs.subs[a.pool].Route(s.now, a.id, a.sess.key)
+			d := rs.subs[a.pool].RouteTokens(s.now, a.id, a.sess.key, a.tokens())
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
 		}
@@ -415,6 +471,7 @@ func (s *simulation) handle(e *event) error {
 	case evClientFirstToken:
 		if a := s.attempts.get(e.id); a != nil && !a.done {
 			a.sess.turn.FirstToken(s.now)
+			s.tellRouter(a, router.Result{Kind: router.Succeeded})
 		}
 	case evClientDone:
 		if a := s.attempts.get(e.id); a != nil && !a.done {
@@ -425,13 +482,30 @@ func (s *simulation) handle(e *event) error {
 		}
 	case evClientError:
 		if a := s.attempts.get(e.id); a != nil && !a.done {
+			switch client.Failure(e.b) {
+			case client.Errored:
+				s.tellRouter(a, router.Result{Kind: router.Errored})
+			case client.Invalid:
+				s.tellRouter(a, router.Result{Kind: router.TooLong, Tokens: a.tokens(), Limit: a.limit})
+			}
 			s.failAttempt(a, client.Failure(e.b))
 		}
 	case evAttemptTimeout:
 		if a := s.attempts.get(e.id); a != nil && !a.done {
+			if a.place == toGateway || a.place == atGateway || a.place == lost {
+				s.tellRouter(a, router.Result{Kind: router.Errored})
+			}
 			s.cancelAttempt(a)
 			s.failAttempt(a, client.TimedOut)
 		}
+	case evFault:
+		s.applyFault(int(e.a), e.b == 1)
+	case evTelemetry:
+		s.telemetryTick(int(e.a))
+	case evProbe:
+		s.probe(int(e.a))
+	case evBurst:
+		s.burst(int(e.a))
 	default:
 		return fmt.Errorf("sim: unknown event kind %d", e.kind)
 	}
@@ -439,12 +513,7 @@ func (s *simulation) handle(e *event) error {
 }
 
 func (s *simulation) sessionArrive() {
-	s.nextSess++
-	region := s.regions[s.rng.IntN(len(s.regions))]
-	rs := s.byRegion[region]
-	ss := &session{id: s.nextSess, key: s.nextSess, ws: s.cfg.Workload.NewSession(s.sessionSeed, s.nextSess), region: region,
-		router: rs[s.rng.IntN(len(rs))]}
-	s.sessions.put(ss.id, ss)
+	ss := s.newSession(s.rng)
 	s.q.push(event{at: s.arrivals.Next(s.now), kind: evSessionArrive})
 	s.startTurn(ss)
 }
@@ -513,6 +582,17 @@ func (s *simulation) endSession(ss *session) {
 	}
 }
 
+// newSession creates a session in a region and router drawn from rng.
+func (s *simulation) newSession(rng *rand.Rand) *session {
+	s.nextSess++
+	region := s.regions[rng.IntN(len(s.regions))]
+	rs := s.byRegion[region]
+	ss := &session{id: s.nextSess, key: s.nextSess, ws: s.cfg.Workload.NewSession(s.sessionSeed, s.nextSess), region: region,
+		router: rs[rng.IntN(len(rs))]}
+	s.sessions.put(ss.id, ss)
+	return ss
+}
+
 func (s *simulation) startTurn(ss *session) {
 	var t workload.Turn
 	if ss.req != nil {
@@ -547,8 +627,13 @@ func (s *simulation) apply(a *attempt, d policy.Decision) {
 	switch d.Kind {
 	case policy.Dispatch:
 		a.backend, a.place = d.Backend, toGateway
-		lat := s.cfg.Latency[s.routers[a.router].region][s.backends[d.Backend].spec.Region]
+		lat := s.cfg.Latency[s.routers[a.router].region][s.backends[d.Backend].spec.Region] + s.pathDelay(d.Backend)
 		s.q.push(event{at: s.now + lat, kind: evGatewayArrive, id: a.id})
+		if s.cfg.RecordDispatches {
+			f := &s.backends[d.Backend].fault
+			s.dispatches = append(s.dispatches, Dispatch{At: s.now, Router: a.router, Backend: d.Backend, Tokens: a.tokens(),
+				Misroute: f.dead || f.hung || (f.limit > 0 && a.tokens() > f.limit)})
+		}
 	case policy.Wait:
 		a.place = atRouter
 	default:
@@ -568,7 +653,7 @@ func (s *simulation) applyOutcomes(p int) {
 
 // back is the latency of a response from backend b to the client of attempt a.
 func (s *simulation) back(a *attempt, b int) time.Duration {
-	return s.cfg.Latency[s.backends[b].spec.Region][s.routers[a.router].region] + s.cfg.ClientLatency
+	return s.cfg.Latency[s.backends[b].spec.Region][s.routers[a.router].region] + s.cfg.ClientLatency + s.pathDelay(b)
 }
 
 func (s *simulation) gatewayArrive(id uint64) {
@@ -577,6 +662,10 @@ func (s *simulation) gatewayArrive(id uint64) {
 		return
 	}
 	bs := s.backends[a.backend]
+	a.gwAt = s.now
+	if s.faulted(a) {
+		return
+	}
 	d, _ := bs.gw.Offer(s.now, gateway.Request{ID: id, Router: a.router, PromptTokens: a.sess.prompt.PromptTokens})
 	defer s.markStats(a.backend)
 	if a.done { // timed out on the way: the gateway sees it arrive and leave
@@ -642,6 +731,9 @@ func (s *simulation) submitAll(b int) {
 
 func (s *simulation) scheduleWorker(b, w int) {
 	bs := s.backends[b]
+	if bs.fault.dead || bs.fault.hung {
+		return
+	}
 	id := bs.workerTimer + w
 	at, ok := bs.cl.Worker(w).NextEventAt()
 	if !ok {
@@ -667,6 +759,10 @@ func (s *simulation) workerStep(b, w int) error {
 		switch ev.Kind {
 		case engine.FirstToken:
 			s.q.push(event{at: s.now + s.back(a, b), kind: evClientFirstToken, id: a.id})
+			if s.track {
+				bs.ttft.Add(s.now, (s.now - a.gwAt).Seconds())
+				bs.errs.Observe(s.now, false)
+			}
 		case engine.Finished:
 			a.cached, a.output, a.place = ev.CachedTokens, ev.OutputTokens, responding
 			s.admitted = bs.gw.Finish(s.now, ev.ID, ev.PromptTokens, s.admitted[:0])
@@ -687,6 +783,9 @@ func (s *simulation) cancelAttempt(a *attempt) {
 		s.scheduleRouterTimer(a.router)
 	case atGateway:
 		bs := s.backends[a.backend]
+		if bs.fault.dead || bs.fault.hung {
+			break // nothing there answers
+		}
 		var wasActive bool
 		wasActive, s.admitted = bs.gw.Cancel(s.now, a.id, s.admitted[:0])
 		if wasActive {
@@ -734,6 +833,9 @@ func (s *simulation) endTurn(ss *session) {
 
 func (s *simulation) markStats(b int) {
 	bs := s.backends[b]
+	if bs.fault.dead || bs.fault.hung {
+		return
+	}
 	at := max(bs.gw.NextStatsAt(), s.now)
 	if cur, pending := s.timers.pending(bs.statsTimer); pending && cur.at <= at {
 		return
@@ -747,8 +849,11 @@ func (s *simulation) statsEmit(b int) {
 	bs := s.backends[b]
 	st := bs.gw.TakeStats(s.now)
 	for _, region := range s.regions {
-		at := s.now + s.cfg.Latency[bs.spec.Region][region]
+		at := s.now + s.cfg.Latency[bs.spec.Region][region] + s.pathDelay(b)
 		ch := &s.channels[b][region]
+		if n := len(ch.q); n > ch.head && ch.q[n-1].at > at {
+			at = ch.q[n-1].at // one stream: messages arrive in order
+		}
 		ch.q = append(ch.q, inFlight{at: at, st: st})
 		if s.armed[region] {
 			s.q.push(event{at: at, kind: evStatsDeliver, a: int32(region), b: int32(b)})
@@ -903,6 +1008,16 @@ func (s *simulation) result() *Result {
 	}
 	if s.cfg.KeepRecords {
 		res.Records = s.coll.Records()
+	}
+	res.Dispatches, res.Marks = s.dispatches, s.marks
+	if s.track {
+		for _, rs := range s.routers {
+			end := RouterEnd{Backends: rs.r.Backends(s.end)}
+			if wr, ok := rs.r.Policy().(policy.WeightReporter); ok {
+				end.Weights = wr.Weights(rs.r.Views(), nil)
+			}
+			res.Routers = append(res.Routers, end)
+		}
 	}
 	return res
 }

@@ -8,4 +8,20 @@
 // and the four baselines, at 350 and 450 req/s on the heterogeneous fleet and
 // 450 and 550 req/s on the homogeneous one, seeds 1-3, 240 s of warm-up and
 // 240 s measured.
+//
+// Resilience runs the resilience study: the phases of ResiliencePhases on
+// ResilienceFleet for pressure and the baselines, through a PhaseRunner
+// (SimRunner; a live runner can take its place). Per run it measures, over
+// the turns that ended in the span after the onset: success rate (completed
+// over ended turns), TTFT percentiles of completed turns, misroutes
+// (dispatches to a backend killed, hung or over its limit), the leak rate
+// (misroutes over dispatches of requests longer than the phase's limit), the
+// time to detect and the time to recover. Time to detect is, for capability
+// and failover, the time to the last misroute (not detected if one came in
+// the last 5 s); for thermal and wan-jitter, the time to the start of the
+// first 5 s in which the faulty backends got less than half their pre-fault
+// dispatch rate; for telemetry-loss, the time to the first report without
+// hardware signals. Time to recover is the time until every later 5 s bin
+// has success >= 99% and p95 TTFT <= 1.5 x the pre-fault p95 + 0.25 s. Cells
+// give means over replicates with Student-t 95% intervals.
 package study

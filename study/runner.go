@@ -12,6 +12,7 @@ import (
 	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/sim"
 	"github.com/stargate-llm/stargate/workload"
 )
@@ -31,6 +32,14 @@ type RunSpec struct {
 	// request list (a trace replay); BlockSize is its tokens per block id.
 	Requests  []workload.TraceRequest
 	BlockSize int
+
+	// Telemetry, faults and router liveness, for the resilience study; the
+	// zero values leave a run as the routing study runs it.
+	Telemetry        sim.Telemetry
+	Router           router.Config
+	Faults           []sim.Fault
+	MaxModelLen      int // every backend's /v1/models limit (0: unknown)
+	RecordDispatches bool
 }
 
 // RunResult is what one run measured, in the shape of the JSON output.
@@ -46,6 +55,10 @@ type RunResult struct {
 	Backends []sim.BackendResult `json:"backends"`
 	// Records holds the measured turns when the spec asked to keep them.
 	Records []metrics.TurnRecord `json:"-"`
+	// Dispatches, Marks and Routers come from runs with telemetry or faults.
+	Dispatches []sim.Dispatch  `json:"-"`
+	Marks      []sim.Mark      `json:"-"`
+	Routers    []sim.RouterEnd `json:"-"`
 }
 
 // ErrInvalidRun marks a spec that cannot be simulated; RunAll checks every
@@ -74,6 +87,13 @@ func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel
 		if s.Requests != nil {
 			cfg.Requests, cfg.BlockSize = s.Requests, s.BlockSize
 		}
+		cfg.Telemetry, cfg.Router, cfg.Faults, cfg.RecordDispatches = s.Telemetry, s.Router, s.Faults, s.RecordDispatches
+		for b := range cfg.Backends {
+			cfg.Backends[b].MaxModelLen = s.MaxModelLen
+		}
+		if err := cfg.Validate(reg); err != nil {
+			return nil, fmt.Errorf("%w %s: %w", ErrInvalidRun, s.Label(), err)
+		}
 		cfgs[i] = cfg
 	}
 	results := make([]RunResult, len(specs))
@@ -90,7 +110,8 @@ func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel
 			s := specs[i]
 			results[i] = RunResult{Fleet: s.FleetName, Policy: s.Policy, RPS: s.RPS, Seed: s.Seed,
 				Engine: engineName(s), Summary: res.Summary, Events: res.Events,
-				WallS: time.Since(start).Seconds(), Backends: res.Backends, Records: res.Records}
+				WallS: time.Since(start).Seconds(), Backends: res.Backends, Records: res.Records,
+				Dispatches: res.Dispatches, Marks: res.Marks, Routers: res.Routers}
 			done <- struct{}{}
 			return nil
 		})

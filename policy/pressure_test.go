@@ -1,0 +1,110 @@
+package policy
+
+import (
+	"testing"
+
+	"github.com/stargate-llm/stargate/telemetry"
+)
+
+func pressureViews(n int) []View {
+	vs := views(backends(n), 100)
+	for i := range vs {
+		vs[i].Signals = &telemetry.Signals{Hardware: true, TempC: 60, SMClockMHz: 1980, MaxSMClockMHz: 1980, KVFill: 0.3, GPUUtil: 0.5}
+	}
+	return vs
+}
+
+// shares places many sessions and counts where they go.
+func shares(p Policy, vs []View) []int {
+	n := make([]int, len(vs))
+	for s := uint64(1); s <= 20_000; s++ {
+		d := p.Pick(0, &Request{Session: s, QueuedAt: -1}, vs)
+		if d.Kind == Dispatch {
+			n[d.Backend]++
+		}
+	}
+	return n
+}
+
+func TestPressureDeweightsFailingAndHotBackends(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(v *View)
+		most   float64 // the affected backend's share at most, as a fraction of a fair share
+	}{
+		{"error rate seen by the router", func(v *View) { v.ErrorRate = 0.5 }, 0.05},
+		{"error rate in the report", func(v *View) { v.Signals.ErrorRate = 0.2 }, 0.05},
+		{"overheating", func(v *View) { v.Signals.TempC = 90 }, 0.5},
+		{"throttled clock", func(v *View) { v.Signals.SMClockMHz = 1300 }, 0.5},
+		{"jittery path", func(v *View) { v.Path = telemetry.Path{Known: true, RTT: 40 * ms, Jitter: 25 * ms} }, 0.8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vs := pressureViews(4)
+			p := newPolicy(t, "pressure", backends(4))
+			base := shares(p, vs)
+			tt.mutate(&vs[2])
+			after := shares(p, vs)
+			fair := 20_000 / 4.0
+			if float64(after[2]) > tt.most*fair || after[2] >= base[2] {
+				t.Errorf("backend 2 kept %d of 20000 sessions (was %d; want at most %.0f)", after[2], base[2], tt.most*fair)
+			}
+		})
+	}
+}
+
+func TestPressureHysteresisAndAffinity(t *testing.T) {
+	vs := pressureViews(5)
+	p := newPolicy(t, "pressure", backends(5)).(*Pressure)
+	first := make([]int, 2000)
+	for s := range first {
+		first[s] = p.Pick(0, &Request{Session: uint64(s), QueuedAt: -1}, vs).Backend
+	}
+	w0 := p.Weights(vs, nil)
+	// Small noise in the load keeps every weight and every session's backend.
+	vs[1].Signals.KVFill, vs[3].Signals.GPUUtil = 0.35, 0.58
+	moved := 0
+	for s := range first {
+		if p.Pick(0, &Request{Session: uint64(s), QueuedAt: -1}, vs).Backend != first[s] {
+			moved++
+		}
+	}
+	w1 := p.Weights(vs, nil)
+	for i := range w0 {
+		if w0[i].Weight != w1[i].Weight {
+			t.Errorf("backend %d: weight %d -> %d on noise", i, w0[i].Weight, w1[i].Weight)
+		}
+	}
+	if moved != 0 {
+		t.Errorf("%d sessions moved on noise", moved)
+	}
+	// A real change moves only sessions away from (or towards) the changed backend.
+	vs[1].Signals.ErrorRate = 1
+	for s := range first {
+		if b := p.Pick(0, &Request{Session: uint64(s), QueuedAt: -1}, vs).Backend; b != first[s] && first[s] != 1 {
+			t.Fatalf("session %d moved from %d to %d though only backend 1 changed", s, first[s], b)
+		}
+	}
+}
+
+func TestPressureFallbackFlag(t *testing.T) {
+	vs := pressureViews(3)
+	vs[1].Signals.Hardware = false
+	vs[2].Signals = nil
+	p := newPolicy(t, "pressure", backends(3)).(*Pressure)
+	ws := p.Weights(vs, nil)
+	if ws[0].Fallback || !ws[1].Fallback || !ws[2].Fallback {
+		t.Errorf("fallback flags %v %v %v, want false true true", ws[0].Fallback, ws[1].Fallback, ws[2].Fallback)
+	}
+	for i, w := range ws {
+		if w.Weight < 1 || w.Weight > 100 {
+			t.Errorf("backend %d weight %d outside 1-100", i, w.Weight)
+		}
+	}
+	if !p.CapabilityAware() {
+		t.Error("pressure does not ask for the capability filter")
+	}
+	if _, err := NewPressure(DefaultParams(), PressureParams{}, nil); err == nil {
+		t.Error("zero pressure params accepted")
+	}
+}

@@ -1,0 +1,324 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/telemetry"
+)
+
+// Config is a router's liveness and telemetry configuration. The zero value
+// tracks no liveness: every backend stays Ready unless drained.
+type Config struct {
+	// HeartbeatTTL fails a backend whose last stats message or heartbeat
+	// arrived longer ago than this; zero turns liveness off.
+	HeartbeatTTL time.Duration `yaml:"heartbeat_ttl" json:"heartbeat_ttl"`
+	// ErrorHalfLife is the decay half-life of each backend's error rate;
+	// zero means DefaultErrorHalfLife.
+	ErrorHalfLife time.Duration `yaml:"error_half_life" json:"error_half_life"`
+	// PathStale forgets a path estimate whose last probe answered longer ago
+	// than this; zero keeps it.
+	PathStale time.Duration `yaml:"path_stale" json:"path_stale"`
+	// Capability hides, for each request, the backends whose known
+	// max_model_len it exceeds while another eligible backend fits it, for
+	// every policy (policies that implement policy.CapabilityAware get it
+	// whatever this says).
+	Capability bool `yaml:"capability" json:"capability"`
+}
+
+// DefaultErrorHalfLife is the error rate's default decay half-life.
+const DefaultErrorHalfLife = 5 * time.Second
+
+// DefaultHeartbeatTTL is 1.5 heartbeat intervals of 500 ms: a killed
+// backend that was sending stats is Failed within 2 intervals of its death.
+const DefaultHeartbeatTTL = 750 * time.Millisecond
+
+// Validate reports what is wrong with the configuration.
+func (c Config) Validate() error {
+	if c.HeartbeatTTL < 0 || c.ErrorHalfLife < 0 || c.PathStale < 0 {
+		return fmt.Errorf("router config: heartbeat_ttl, error_half_life and path_stale must be >= 0, got %v, %v and %v",
+			c.HeartbeatTTL, c.ErrorHalfLife, c.PathStale)
+	}
+	return nil
+}
+
+func (c Config) errorHalfLife() time.Duration {
+	if c.ErrorHalfLife == 0 {
+		return DefaultErrorHalfLife
+	}
+	return c.ErrorHalfLife
+}
+
+// lifecycle is what the router tracks of one backend beyond its load.
+type lifecycle struct {
+	adminOK  bool // SetEligible's switch
+	drained  bool // Drain's
+	failed   bool
+	reported telemetry.State // the backend's own report (0: none)
+	state    telemetry.State
+	since    time.Duration
+	heard    time.Duration // arrival of the last message
+
+	advertised, learned int // max_model_len from the backend, and from its errors
+	errs                telemetry.ErrorRate
+	errTracked          bool
+	path                telemetry.PathEstimator
+}
+
+// effective derives the lifecycle state.
+func (l *lifecycle) effective(holds bool) telemetry.State {
+	switch {
+	case l.failed:
+		return telemetry.Failed
+	case l.drained && !holds:
+		return telemetry.Terminated
+	case l.drained || l.reported == telemetry.Draining:
+		return telemetry.Draining
+	case l.reported == telemetry.Loading:
+		return telemetry.Loading
+	}
+	return telemetry.Ready
+}
+
+// update recomputes backend b's state at now (or at when, for a TTL expiry
+// that the router notices late).
+func (r *Router) update(at time.Duration, b int) {
+	l, v := &r.life[b], &r.views[b]
+	st := l.effective(v.Active+v.Waiting+v.Pending > 0)
+	if st != l.state {
+		l.state, l.since = st, at
+	}
+	v.State = st
+	v.Eligible = l.adminOK && st == telemetry.Ready
+	limit := l.advertised
+	if l.learned > 0 && (limit == 0 || l.learned < limit) {
+		limit = l.learned
+	}
+	v.MaxModelLen = limit
+}
+
+// Expire fails every backend whose last message is older than the TTL at
+// now. Route, OnStats and OnTimer call it; a live shell also calls it on a
+// ticker (NextExpiry says when) so states are current between requests. A
+// backend is Failed as of the moment its TTL ran out, however late Expire
+// notices.
+func (r *Router) Expire(now time.Duration) {
+	ttl := r.cfg.HeartbeatTTL
+	if ttl <= 0 {
+		return
+	}
+	for b := range r.life {
+		l := &r.life[b]
+		if !l.failed && now-l.heard > ttl {
+			l.failed = true
+			r.update(l.heard+ttl, b)
+		}
+	}
+}
+
+// NextExpiry is when the next TTL runs out; ok is false when liveness is off
+// or every backend has already failed.
+func (r *Router) NextExpiry() (at time.Duration, ok bool) {
+	if r.cfg.HeartbeatTTL <= 0 {
+		return 0, false
+	}
+	for b := range r.life {
+		if l := &r.life[b]; !l.failed && (!ok || l.heard+r.cfg.HeartbeatTTL < at) {
+			at, ok = l.heard+r.cfg.HeartbeatTTL, true
+		}
+	}
+	return at, ok
+}
+
+// heard applies a message from backend b that arrived at now.
+func (r *Router) heard(now time.Duration, b int, sig *telemetry.Signals) {
+	l := &r.life[b]
+	l.heard = now
+	if l.failed {
+		// Back from the dead: what it learned of its limits may be stale.
+		l.failed, l.learned = false, 0
+	}
+	if sig != nil {
+		r.views[b].Signals = sig
+		l.reported = sig.State
+		if sig.MaxModelLen > 0 {
+			l.advertised = sig.MaxModelLen
+		}
+	}
+	r.update(now, b)
+}
+
+// Errors of the lifecycle calls.
+var (
+	ErrNoBackend = errors.New("router: no such backend")
+)
+
+// Drain stops new requests to backend b; it finishes what it holds and is
+// Terminated once empty.
+func (r *Router) Drain(now time.Duration, b int) error {
+	if b < 0 || b >= len(r.life) {
+		return fmt.Errorf("%w: %d", ErrNoBackend, b)
+	}
+	r.life[b].drained = true
+	r.update(now, b)
+	return nil
+}
+
+// Undrain returns a drained (or terminated) backend to service.
+func (r *Router) Undrain(now time.Duration, b int) error {
+	if b < 0 || b >= len(r.life) {
+		return fmt.Errorf("%w: %d", ErrNoBackend, b)
+	}
+	r.life[b].drained = false
+	r.update(now, b)
+	return nil
+}
+
+// Lookup returns the index of the backend named name.
+func (r *Router) Lookup(name string) (int, bool) {
+	for i, n := range r.names {
+		if n == name {
+			return i, true
+		}
+	}
+	return -1, false
+}
+
+// ResultKind is how an attempt sent to a backend ended, as the router saw it.
+type ResultKind uint8
+
+// Result kinds.
+const (
+	// Succeeded: the backend answered (first token or a complete answer).
+	Succeeded ResultKind = iota + 1
+	// Errored: the backend failed the request (5xx, reset, timeout).
+	Errored
+	// Overloaded: the backend refused for load (429/503); not an error.
+	Overloaded
+	// TooLong: the backend refused the request as longer than its context
+	// (a 400 context-length error); teaches the router its limit.
+	TooLong
+)
+
+// Result is an attempt's end as the router reports it.
+type Result struct {
+	Kind ResultKind
+	// Tokens is the request's prompt plus output tokens (TooLong).
+	Tokens int
+	// Limit is the maximum context the backend's error named; zero if it
+	// named none (the router then learns Tokens - 1 as an upper bound).
+	Limit int
+}
+
+// OnResult records how an attempt to backend b ended. Errors feed the
+// backend's error rate; context-length refusals lower its known limit and
+// are not counted as errors (the backend is right to refuse).
+func (r *Router) OnResult(now time.Duration, b int, res Result) {
+	if b < 0 || b >= len(r.life) {
+		return
+	}
+	l := &r.life[b]
+	switch res.Kind {
+	case Succeeded, Errored:
+		l.errs.Observe(now, res.Kind == Errored)
+		l.errTracked = true
+		r.views[b].ErrorRate = l.errs.Rate(now)
+	case TooLong:
+		limit := res.Limit
+		if limit <= 0 {
+			limit = res.Tokens - 1
+		}
+		if limit > 0 && (l.learned == 0 || limit < l.learned) {
+			l.learned = limit
+			r.update(now, b)
+		}
+	}
+}
+
+// refreshErrors decays the error rates to now.
+func (r *Router) refreshErrors(now time.Duration) {
+	for b := range r.life {
+		if l := &r.life[b]; l.errTracked {
+			r.views[b].ErrorRate = l.errs.Rate(now)
+		}
+	}
+}
+
+// OnProbe records a probe round trip to backend b, measured at now.
+func (r *Router) OnProbe(now time.Duration, b int, rtt time.Duration) {
+	if b < 0 || b >= len(r.life) {
+		return
+	}
+	l := &r.life[b]
+	l.path.Observe(now, rtt)
+	r.views[b].Path = l.path.Path(now)
+}
+
+// hideIncapable marks ineligible, for one pick, the eligible backends whose
+// known limit the request exceeds, if another eligible backend fits it; it
+// returns them so that decide can restore them.
+func (r *Router) hideIncapable(req *policy.Request) []int {
+	r.hidden = r.hidden[:0]
+	if req.Tokens <= 0 || (!r.capAware && !r.cfg.Capability) {
+		return r.hidden
+	}
+	fits := false
+	for i := range r.views {
+		v := &r.views[i]
+		if !v.Eligible {
+			continue
+		}
+		if v.MaxModelLen > 0 && req.Tokens > v.MaxModelLen {
+			r.hidden = append(r.hidden, i)
+		} else {
+			fits = true
+		}
+	}
+	if !fits {
+		r.hidden = r.hidden[:0]
+		return r.hidden
+	}
+	for _, b := range r.hidden {
+		r.views[b].Eligible = false
+	}
+	return r.hidden
+}
+
+// BackendStatus is what the router knows of one backend, for
+// /v1/stargate/backends and the admin API.
+type BackendStatus struct {
+	Name  string          `json:"name"`
+	State telemetry.State `json:"-"`
+	// StateName is State in words.
+	StateName string `json:"state"`
+	// Since is when the backend entered its state.
+	Since time.Duration `json:"since"`
+	// LastHeard is when its last stats message or heartbeat arrived.
+	LastHeard   time.Duration `json:"last_heard"`
+	Drained     bool          `json:"drained"`
+	MaxModelLen int           `json:"max_model_len"`
+	// LearnedLimit is the limit its context-length errors showed (0: none).
+	LearnedLimit int           `json:"learned_limit"`
+	ErrorRate    float64       `json:"error_rate"`
+	RTT          time.Duration `json:"rtt"`
+	Jitter       time.Duration `json:"jitter"`
+	// Hardware reports whether its latest report had hardware signals.
+	Hardware bool `json:"hardware"`
+}
+
+// Backends reports every backend's status at now.
+func (r *Router) Backends(now time.Duration) []BackendStatus {
+	r.Expire(now)
+	r.refreshErrors(now)
+	out := make([]BackendStatus, len(r.views))
+	for b := range r.views {
+		l, v := &r.life[b], &r.views[b]
+		p := l.path.Path(now)
+		out[b] = BackendStatus{Name: r.names[b], State: l.state, StateName: l.state.String(), Since: l.since, LastHeard: l.heard,
+			Drained: l.drained, MaxModelLen: v.MaxModelLen, LearnedLimit: l.learned, ErrorRate: v.ErrorRate,
+			RTT: p.RTT, Jitter: p.Jitter, Hardware: v.Signals != nil && v.Signals.Hardware}
+	}
+	return out
+}

@@ -1,0 +1,138 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// FaultKind names a fault the simulator can inject.
+type FaultKind string
+
+// The faults. Each applies to the backends a Fault lists, from At until Until
+// (zero: to the end of the run), except burst, which adds sessions.
+const (
+	// FaultKill: the backend's processes die. Requests it holds fail at
+	// once (connection reset); requests that reach it later are refused
+	// (connection refused); it sends no more stats or heartbeats.
+	FaultKill FaultKind = "kill"
+	// FaultHang: the backend stops answering. Requests it holds and those
+	// that reach it get no answer (the client's timeout ends them); it
+	// sends no more stats or heartbeats.
+	FaultHang FaultKind = "hang"
+	// FaultErrors: a share Rate of the requests that reach the backend fail
+	// at once with a server error.
+	FaultErrors FaultKind = "errors"
+	// FaultLimit: the backend refuses requests whose prompt plus output
+	// exceeds Limit tokens with a context-length error (HTTP 400, not
+	// retried), while its /v1/models still reports its old limit.
+	FaultLimit FaultKind = "limit"
+	// FaultPath: every message between a router and the backend, both
+	// ways, is delayed by RTT/2 plus an exponential delay of mean Jitter.
+	FaultPath FaultKind = "path"
+	// FaultThermal: the backend's GPUs heat up by PeakC degrees, linearly
+	// over Ramp; from half way through the ramp their clock throttles,
+	// linearly down to MinClock of nominal at its end, and every engine
+	// step costs 1/clock as much. Temperature moves first, then the clock
+	// and the step cost together, then queues and TTFT.
+	FaultThermal FaultKind = "thermal"
+	// FaultExporter: the backend's DCGM exporter dies; its reports carry no
+	// hardware signals.
+	FaultExporter FaultKind = "exporter"
+	// FaultBurst: Count new sessions arrive at once at At and every Every
+	// after it (until Until).
+	FaultBurst FaultKind = "burst"
+)
+
+// Fault is one injected fault.
+type Fault struct {
+	Kind     FaultKind
+	Backends []int
+	At       time.Duration
+	Until    time.Duration
+
+	Rate        float64       // errors
+	Limit       int           // limit
+	RTT, Jitter time.Duration // path
+	PeakC       float64       // thermal
+	Ramp        time.Duration // thermal
+	MinClock    float64       // thermal
+	Every       time.Duration // burst
+	Count       int           // burst
+}
+
+func (f *Fault) validate(backends int) error {
+	var errs []error
+	if f.At < 0 || (f.Until != 0 && f.Until <= f.At) {
+		errs = append(errs, fmt.Errorf("want 0 <= at < until (until 0: to the end), got %v and %v", f.At, f.Until))
+	}
+	if f.Kind != FaultBurst && len(f.Backends) == 0 {
+		errs = append(errs, errors.New("names no backend"))
+	}
+	for _, b := range f.Backends {
+		if b < 0 || b >= backends {
+			errs = append(errs, fmt.Errorf("backend index %d out of range", b))
+		}
+	}
+	switch f.Kind {
+	case FaultKill, FaultHang:
+		if f.Until != 0 {
+			errs = append(errs, errors.New("a killed or hung backend does not come back: until must be 0"))
+		}
+	case FaultExporter:
+	case FaultErrors:
+		if !(f.Rate > 0 && f.Rate <= 1) {
+			errs = append(errs, fmt.Errorf("rate must be in (0,1], got %v", f.Rate))
+		}
+	case FaultLimit:
+		if f.Limit < 1 {
+			errs = append(errs, fmt.Errorf("limit must be >= 1, got %d", f.Limit))
+		}
+	case FaultPath:
+		if f.RTT < 0 || f.Jitter < 0 || f.RTT+f.Jitter == 0 {
+			errs = append(errs, fmt.Errorf("rtt and jitter must be >= 0 and not both 0, got %v and %v", f.RTT, f.Jitter))
+		}
+	case FaultThermal:
+		if !(f.PeakC > 0) || f.Ramp <= 0 || !(f.MinClock > 0 && f.MinClock <= 1) || math.IsInf(f.PeakC, 0) {
+			errs = append(errs, fmt.Errorf("want peak_c > 0, ramp > 0 and min_clock in (0,1], got %v, %v and %v", f.PeakC, f.Ramp, f.MinClock))
+		}
+	case FaultBurst:
+		if f.Count < 1 || f.Count > 100_000 || f.Every < 0 {
+			errs = append(errs, fmt.Errorf("want 1 <= count <= 100000 and every >= 0, got %d and %v", f.Count, f.Every))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown fault kind %q (kill, hang, errors, limit, path, thermal, exporter, burst)", f.Kind))
+	}
+	return errors.Join(errs...)
+}
+
+// active reports whether the fault is in force at now.
+func (f *Fault) active(now time.Duration) bool {
+	return now >= f.At && (f.Until == 0 || now < f.Until)
+}
+
+// faultState is what the faults in force do to one backend.
+type faultState struct {
+	dead, hung   bool
+	errRate      float64
+	limit        int
+	pathRTT      time.Duration
+	pathJitter   time.Duration
+	thermal      *Fault
+	exporterDead bool
+}
+
+// thermalAt is the thermal fault's added heat and clock factor at now.
+func thermalAt(f *Fault, now time.Duration) (heatC, clock float64) {
+	if f == nil || !f.active(now) {
+		return 0, 1
+	}
+	x := min(float64(now-f.At)/float64(f.Ramp), 1)
+	heatC = f.PeakC * x
+	clock = 1
+	if x > 0.5 {
+		clock = 1 - (1-f.MinClock)*(x-0.5)/0.5
+	}
+	return heatC, clock
+}

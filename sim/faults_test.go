@@ -1,0 +1,152 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stargate-llm/stargate/router"
+	"github.com/stargate-llm/stargate/telemetry"
+)
+
+// withTelemetry is the small fleet with heartbeats, liveness and faults.
+func withTelemetry(pol string, faults ...Fault) Config {
+	cfg := small(pol, 30)
+	cfg.Telemetry = DefaultTelemetry()
+	cfg.Router = router.Config{HeartbeatTTL: router.DefaultHeartbeatTTL}
+	cfg.Faults = faults
+	cfg.RecordDispatches = true
+	for i := range cfg.Backends {
+		cfg.Backends[i].MaxModelLen = 131072
+	}
+	return cfg
+}
+
+// TestKilledBackendGetsNothingAfterDetection: every router marks a killed
+// backend Failed within two heartbeat intervals, and no router dispatches to
+// it after that, whatever the policy.
+func TestKilledBackendGetsNothingAfterDetection(t *testing.T) {
+	kill := 30 * time.Second
+	for _, pol := range []string{"pressure", "pulsar-waw", "least-request", "round-robin"} {
+		t.Run(pol, func(t *testing.T) {
+			res := run(t, withTelemetry(pol, Fault{Kind: FaultKill, Backends: []int{0}, At: kill}))
+			var detected time.Duration
+			for r, re := range res.Routers {
+				st := re.Backends[0]
+				if st.State != telemetry.Failed {
+					t.Fatalf("router %d sees the killed backend as %s", r, st.StateName)
+				}
+				if d := st.Since - kill; d < 0 || d > 2*DefaultTelemetry().Interval {
+					t.Errorf("router %d detected the kill after %v, want within 2 heartbeat intervals", r, d)
+				}
+				detected = max(detected, st.Since)
+			}
+			before := 0
+			for _, d := range res.Dispatches {
+				if d.Backend != 0 {
+					continue
+				}
+				if d.At >= detected {
+					t.Fatalf("dispatch to the killed backend at %v, after detection at %v", d.At, detected)
+				}
+				if d.At >= kill {
+					before++
+				}
+			}
+			t.Logf("%d misroutes between the kill and detection at %v", before, detected-kill)
+		})
+	}
+}
+
+func TestFaultsAreDeterministic(t *testing.T) {
+	cfg := withTelemetry("pressure",
+		Fault{Kind: FaultErrors, Backends: []int{1}, At: 25 * time.Second, Until: 40 * time.Second, Rate: 0.3},
+		Fault{Kind: FaultPath, Backends: []int{2}, At: 20 * time.Second, Jitter: 20 * time.Millisecond},
+		Fault{Kind: FaultThermal, Backends: []int{0}, At: 22 * time.Second, PeakC: 25, Ramp: 10 * time.Second, MinClock: 0.5},
+		Fault{Kind: FaultBurst, At: 30 * time.Second, Count: 20},
+		Fault{Kind: FaultExporter, Backends: []int{0, 1}, At: 35 * time.Second},
+		Fault{Kind: FaultHang, Backends: []int{2}, At: 40 * time.Second})
+	cfg.KeepRecords = true
+	a, _ := json.Marshal(run(t, cfg))
+	b, _ := json.Marshal(run(t, cfg))
+	if !bytes.Equal(a, b) {
+		t.Fatal("same faults and seed gave different results")
+	}
+	// The hung backend is Failed and its held requests end by timeout.
+	res := run(t, cfg)
+	timeouts := 0
+	for _, r := range res.Records {
+		if r.Reason == "timeout" {
+			timeouts++
+		}
+	}
+	for r, re := range res.Routers {
+		if re.Backends[2].State != telemetry.Failed {
+			t.Errorf("router %d sees the hung backend as %s", r, re.Backends[2].StateName)
+		}
+	}
+	t.Logf("%d turns timed out", timeouts)
+}
+
+// TestCapabilityLimit: under a context limit, a capability-blind policy keeps
+// sending long requests there; pressure learns the limit and stops.
+func TestCapabilityLimit(t *testing.T) {
+	limit := Fault{Kind: FaultLimit, Backends: []int{0}, At: 20 * time.Second, Limit: 8000}
+	count := func(res *Result) (mis, late int) {
+		for _, d := range res.Dispatches {
+			if d.Misroute {
+				mis++
+				if d.At > 30*time.Second {
+					late++
+				}
+			}
+		}
+		return mis, late
+	}
+	blind := run(t, withTelemetry("round-robin", limit))
+	aware := run(t, withTelemetry("pressure", limit))
+	bm, bl := count(blind)
+	am, al := count(aware)
+	if bl == 0 || al != 0 || am >= bm {
+		t.Errorf("misroutes (after 30 s): round-robin %d (%d), pressure %d (%d); want pressure to stop and the blind policy to go on", bm, bl, am, al)
+	}
+	for _, re := range aware.Routers {
+		if re.Backends[0].MaxModelLen != 8000 {
+			t.Errorf("a router holds limit %d for the limited backend, want 8000", re.Backends[0].MaxModelLen)
+		}
+	}
+}
+
+func TestExporterDeathFallsBack(t *testing.T) {
+	res := run(t, withTelemetry("pressure", Fault{Kind: FaultExporter, Backends: []int{1}, At: 20 * time.Second}))
+	for r, re := range res.Routers {
+		if re.Backends[1].Hardware || !re.Weights[1].Fallback || re.Weights[0].Fallback {
+			t.Errorf("router %d: hardware %v, fallback %v/%v; want backend 1 alone on fallback", r, re.Backends[1].Hardware, re.Weights[1].Fallback, re.Weights[0].Fallback)
+		}
+	}
+	found := false
+	for _, m := range res.Marks {
+		found = found || (m.What == "fallback" && m.Backend == 1 && m.At-20*time.Second <= DefaultTelemetry().Interval)
+	}
+	if !found {
+		t.Errorf("no fallback mark within an interval of the exporter's death: %v", res.Marks)
+	}
+}
+
+func TestBadFaultsRejected(t *testing.T) {
+	for _, f := range []Fault{
+		{Kind: "meteor", Backends: []int{0}},
+		{Kind: FaultKill},
+		{Kind: FaultKill, Backends: []int{7}},
+		{Kind: FaultKill, Backends: []int{0}, At: time.Second, Until: 2 * time.Second},
+		{Kind: FaultErrors, Backends: []int{0}, Rate: 1.5},
+		{Kind: FaultThermal, Backends: []int{0}, PeakC: 10, Ramp: time.Second, MinClock: 0},
+		{Kind: FaultBurst, Count: 0},
+	} {
+		cfg := withTelemetry("pressure", f)
+		if err := cfg.Validate(nil); err == nil {
+			t.Errorf("fault %+v accepted", f)
+		}
+	}
+}

@@ -1,0 +1,481 @@
+package study
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/stargate-llm/stargate/metrics"
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/router"
+	"github.com/stargate-llm/stargate/sim"
+)
+
+// ResiliencePolicies are the resilience study's arms, in report order: the
+// telemetry-aware policy first, then the baselines.
+var ResiliencePolicies = []string{"pressure", "pulsar-waw", "least-request", "round-robin"}
+
+// ResilienceRPS is the study's nominal rate on ResilienceFleet, fixed before
+// the pressure policy was measured: at 45 req/s the fleet's GPUs are about
+// 65% busy under pulsar-waw and 83% under least-request (which loses most
+// prefix-cache reuse) with no fault.
+const ResilienceRPS = 45
+
+// The failing backend of the single-backend phases (central-1), and the site
+// of the WAN jitter phase (west).
+const (
+	faultyBackend = 4
+	contextLimit  = 16384
+)
+
+var westSite = []int{6, 7, 8}
+
+// Phase is one of the resilience study's failure phases: faults injected at
+// the onset, on the same workload and fleet for every policy.
+type Phase struct {
+	Name string
+	// Faulty lists the backends the phase's fault hits (none: the phase
+	// hits the whole fleet or nothing).
+	Faulty []int
+	// Limit is the context limit the phase imposes (capability phase).
+	Limit int
+	// Faults builds the phase's faults for an onset.
+	Faults func(onset time.Duration) []sim.Fault
+	// Describe says what the phase does, for the report.
+	Describe string
+}
+
+// ResiliencePhases are the paper's seven phases as this study defines them.
+func ResiliencePhases() []Phase {
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7, 8}
+	return []Phase{
+		{Name: "baseline", Describe: "no fault",
+			Faults: func(time.Duration) []sim.Fault { return nil }},
+		{Name: "capability", Faulty: []int{faultyBackend}, Limit: contextLimit,
+			Describe: fmt.Sprintf("backend %d starts refusing requests over %d tokens (HTTP 400, not retried) while /v1/models still reports 131072", faultyBackend, contextLimit),
+			Faults: func(at time.Duration) []sim.Fault {
+				return []sim.Fault{{Kind: sim.FaultLimit, Backends: []int{faultyBackend}, At: at, Limit: contextLimit}}
+			}},
+		{Name: "failover", Faulty: []int{faultyBackend},
+			Describe: fmt.Sprintf("backend %d is killed: what it holds fails at once, later requests are refused, its heartbeats stop", faultyBackend),
+			Faults: func(at time.Duration) []sim.Fault {
+				return []sim.Fault{{Kind: sim.FaultKill, Backends: []int{faultyBackend}, At: at}}
+			}},
+		{Name: "wan-jitter", Faulty: westSite,
+			Describe: "the path to the west site's three backends gains an exponential delay of mean 20 ms each way (the paper's 20 ms jitter induction)",
+			Faults: func(at time.Duration) []sim.Fault {
+				return []sim.Fault{{Kind: sim.FaultPath, Backends: westSite, At: at, Jitter: 20 * time.Millisecond}}
+			}},
+		{Name: "telemetry-loss",
+			Describe: "every backend's DCGM exporter dies; reports carry no hardware signals",
+			Faults: func(at time.Duration) []sim.Fault {
+				return []sim.Fault{{Kind: sim.FaultExporter, Backends: all, At: at}}
+			}},
+		{Name: "burst",
+			Describe: "50 new sessions arrive at once at the onset and every 30 s after it (the paper's 50-request bursts every 30 s)",
+			Faults: func(at time.Duration) []sim.Fault {
+				return []sim.Fault{{Kind: sim.FaultBurst, At: at, Every: 30 * time.Second, Count: 50}}
+			}},
+		{Name: "thermal", Faulty: []int{faultyBackend},
+			Describe: fmt.Sprintf("backend %d's GPUs heat by 25 C over 20 s; from 10 s its clock throttles to 40%% at 20 s, and every step costs 1/clock", faultyBackend),
+			Faults: func(at time.Duration) []sim.Fault {
+				return []sim.Fault{{Kind: sim.FaultThermal, Backends: []int{faultyBackend}, At: at, PeakC: 25, Ramp: 20 * time.Second, MinClock: 0.4}}
+			}},
+	}
+}
+
+// PhaseSpec is one run of the study: a phase, a policy, a seed.
+type PhaseSpec struct {
+	Phase  Phase
+	Policy string
+	Seed   uint64
+	RPS    float64
+	// Onset is when the phase's faults start; Pre is the fault-free span
+	// before it that serves as the reference; Post the span measured after.
+	Onset, Pre, Post time.Duration
+}
+
+// PhaseRun is what one run produced, in the shape both a simulated and a
+// live run can give: the turns that ended in [Onset-Pre, Onset+Post), every
+// dispatch, and the marks (fault onsets, telemetry fallbacks).
+type PhaseRun struct {
+	Spec       PhaseSpec
+	SLO        time.Duration
+	Records    []metrics.TurnRecord
+	Dispatches []sim.Dispatch
+	Marks      []sim.Mark
+	// RouterFailedAt is, per router, when its lifecycle marked the faulty
+	// backend Failed (negative: never).
+	RouterFailedAt []time.Duration
+	WallS          float64
+}
+
+// PhaseRunner runs phase specs: the simulator here, a live fleet later.
+type PhaseRunner interface {
+	RunPhases(ctx context.Context, specs []PhaseSpec, progress Progress) ([]PhaseRun, error)
+}
+
+// SimRunner runs phases in the simulator, Parallel at a time, through RunAll.
+type SimRunner struct {
+	Registry *policy.Registry
+	Parallel int
+}
+
+// Every arm runs with the router's heartbeat lifecycle (TTL 750 ms, 1.5 heartbeat
+// intervals) and the simulator's telemetry; the capability filter, error rate,
+// signals and path estimates are there for every policy, and only the policy
+// decides whether to use them.
+func resilienceRunSpec(ps PhaseSpec) RunSpec {
+	return RunSpec{FleetName: "sites", Fleet: ResilienceFleet(), Policy: ps.Policy, RPS: ps.RPS, Seed: ps.Seed,
+		Warmup: ps.Onset - ps.Pre, Measure: ps.Pre + ps.Post, KeepRecords: true,
+		Telemetry: sim.DefaultTelemetry(), Router: router.Config{HeartbeatTTL: router.DefaultHeartbeatTTL},
+		Faults: ps.Phase.Faults(ps.Onset), MaxModelLen: 131072, RecordDispatches: true}
+}
+
+// RunPhases implements PhaseRunner.
+func (r SimRunner) RunPhases(ctx context.Context, specs []PhaseSpec, progress Progress) ([]PhaseRun, error) {
+	rs := make([]RunSpec, len(specs))
+	for i, ps := range specs {
+		rs[i] = resilienceRunSpec(ps)
+	}
+	reg := r.Registry
+	if reg == nil {
+		reg = policy.NewRegistry()
+	}
+	res, err := RunAll(ctx, rs, reg, r.Parallel, progress)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PhaseRun, len(specs))
+	for i, rr := range res {
+		pr := PhaseRun{Spec: specs[i], SLO: rs[i].Fleet.Client.TTFTSLO, Records: rr.Records, Dispatches: rr.Dispatches,
+			Marks: rr.Marks, WallS: rr.WallS}
+		for _, re := range rr.Routers {
+			at := time.Duration(-1)
+			for _, b := range specs[i].Phase.Faulty {
+				if b < len(re.Backends) && re.Backends[b].StateName == "failed" {
+					at = re.Backends[b].Since
+				}
+			}
+			pr.RouterFailedAt = append(pr.RouterFailedAt, at)
+		}
+		out[i] = pr
+	}
+	return out, nil
+}
+
+// ResilienceOptions choose how much of the study to run.
+type ResilienceOptions struct {
+	// Quick runs 2 replicates with a 120 s onset and 30 s measured after it.
+	Quick      bool
+	Replicates int // 0: 5 (2 when Quick)
+	Phases     []string
+	Policies   []string
+	Progress   Progress
+	Runner     PhaseRunner
+}
+
+// ErrBadOptions marks options the study cannot run with.
+var ErrBadOptions = errors.New("bad resilience study options")
+
+// ResilienceSpecs expands the study into runs.
+func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
+	reps := opts.Replicates
+	onset, pre, post := 180*time.Second, 30*time.Second, 60*time.Second
+	if opts.Quick {
+		onset, post = 120*time.Second, 30*time.Second
+		if reps == 0 {
+			reps = 2
+		}
+	}
+	if reps == 0 {
+		reps = 5
+	}
+	if reps < 2 {
+		return nil, fmt.Errorf("%w: at least 2 replicates are needed for confidence intervals, got %d", ErrBadOptions, reps)
+	}
+	pols := opts.Policies
+	if len(pols) == 0 {
+		pols = ResiliencePolicies
+	}
+	var phases []Phase
+	for _, ph := range ResiliencePhases() {
+		if len(opts.Phases) == 0 || slices.Contains(opts.Phases, ph.Name) {
+			phases = append(phases, ph)
+		}
+	}
+	for _, name := range opts.Phases {
+		if !slices.ContainsFunc(phases, func(p Phase) bool { return p.Name == name }) {
+			return nil, fmt.Errorf("%w: unknown phase %q (phases: %s)", ErrBadOptions, name, phaseNames())
+		}
+	}
+	var specs []PhaseSpec
+	for _, ph := range phases {
+		for _, pol := range pols {
+			for seed := uint64(1); seed <= uint64(reps); seed++ {
+				specs = append(specs, PhaseSpec{Phase: ph, Policy: pol, Seed: seed, RPS: ResilienceRPS, Onset: onset, Pre: pre, Post: post})
+			}
+		}
+	}
+	return specs, nil
+}
+
+func phaseNames() string {
+	var names []string
+	for _, p := range ResiliencePhases() {
+		names = append(names, p.Name)
+	}
+	return fmt.Sprint(names)
+}
+
+// Resilience runs the study.
+func Resilience(ctx context.Context, opts ResilienceOptions) (*ResilienceResults, error) {
+	specs, err := ResilienceSpecs(opts)
+	if err != nil {
+		return nil, err
+	}
+	runner := opts.Runner
+	if runner == nil {
+		runner = SimRunner{}
+	}
+	runs, err := runner.RunPhases(ctx, specs, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	res := &ResilienceResults{Study: "resilience", Quick: opts.Quick, RPS: ResilienceRPS}
+	for _, r := range runs {
+		res.Runs = append(res.Runs, Measure(r))
+	}
+	return res, nil
+}
+
+// PhaseMetrics is what one run of a phase measured, over the turns that
+// ended in [onset, onset+post).
+type PhaseMetrics struct {
+	Phase  string `json:"phase"`
+	Policy string `json:"policy"`
+	Seed   uint64 `json:"seed"`
+	Turns  int    `json:"turns"`
+	// SuccessPct is completed turns over turns that ended.
+	SuccessPct float64 `json:"success_pct"`
+	P50S       float64 `json:"ttft_p50_s"`
+	P95S       float64 `json:"ttft_p95_s"`
+	P99S       float64 `json:"ttft_p99_s"`
+	// Misroutes counts attempts sent, from the onset on, to a backend that
+	// could not serve them (killed, hung, or over its context limit).
+	Misroutes int `json:"misroutes"`
+	// LeakPct is misroutes over the dispatches of requests longer than the
+	// phase's limit (capability phase; the paper's leak rate).
+	LeakPct float64 `json:"leak_pct"`
+	// DetectS is the time to detect (see the package documentation); -1
+	// when the phase has nothing to detect, and the whole measured span when
+	// the fault was never detected (Detected false).
+	DetectS  float64 `json:"detect_s"`
+	Detected bool    `json:"detected"`
+	// RecoverS is the time from the onset until every later 5 s bin is
+	// healthy (success >= 99% and p95 TTFT <= 1.5 x the pre-fault p95 +
+	// 0.25 s); the whole span if the last bin is not.
+	RecoverS float64 `json:"recover_s"`
+	// RouterDetectS is when the routers' lifecycle marked the faulty
+	// backend Failed, after the onset (the slowest router); -1 if none did.
+	RouterDetectS float64 `json:"router_detect_s"`
+	WallS         float64 `json:"wall_s"`
+}
+
+// Measure computes a run's metrics.
+func Measure(r PhaseRun) PhaseMetrics {
+	sp := r.Spec
+	from, to := sp.Onset, sp.Onset+sp.Post
+	m := PhaseMetrics{Phase: sp.Phase.Name, Policy: sp.Policy, Seed: sp.Seed, DetectS: -1, RouterDetectS: -1, WallS: r.WallS}
+	var ttfts, pre []float64
+	completed, preDone, preTurns := 0, 0, 0
+	for i := range r.Records {
+		rec := &r.Records[i]
+		switch {
+		case rec.End >= from && rec.End < to:
+			m.Turns++
+			if rec.Completed {
+				completed++
+				ttfts = append(ttfts, rec.TTFT().Seconds())
+			}
+		case rec.End >= sp.Onset-sp.Pre && rec.End < from:
+			preTurns++
+			if rec.Completed {
+				preDone++
+				pre = append(pre, rec.TTFT().Seconds())
+			}
+		}
+	}
+	slices.Sort(ttfts)
+	slices.Sort(pre)
+	m.SuccessPct = pct(completed, m.Turns)
+	m.P50S, m.P95S, m.P99S = metrics.Percentile(ttfts, 0.5), metrics.Percentile(ttfts, 0.95), metrics.Percentile(ttfts, 0.99)
+
+	long, lastMis := 0, time.Duration(-1)
+	for _, d := range r.Dispatches {
+		if d.At < from || d.At >= to {
+			continue
+		}
+		if d.Misroute {
+			m.Misroutes++
+			lastMis = d.At
+		}
+		if sp.Phase.Limit > 0 && d.Tokens > sp.Phase.Limit {
+			long++
+		}
+	}
+	m.LeakPct = pct(m.Misroutes, long)
+
+	span := sp.Post.Seconds()
+	switch sp.Phase.Name {
+	case "capability", "failover":
+		// Detected once misroutes stop: the last misroute, if it came more
+		// than 5 s before the end of the span.
+		m.DetectS, m.Detected = 0, true
+		if lastMis >= 0 {
+			m.DetectS = (lastMis - from).Seconds()
+			if to-lastMis < 5*time.Second {
+				m.DetectS, m.Detected = span, false
+			}
+		}
+	case "thermal", "wan-jitter":
+		m.DetectS, m.Detected = shareDrop(r.Dispatches, sp.Phase.Faulty, sp.Onset-sp.Pre, from, to)
+	case "telemetry-loss":
+		for _, mk := range r.Marks {
+			if mk.What == "fallback" && mk.At >= from {
+				m.DetectS, m.Detected = max(m.DetectS, (mk.At-from).Seconds()), true
+			}
+		}
+	}
+	for _, at := range r.RouterFailedAt {
+		if at >= from {
+			m.RouterDetectS = max(m.RouterDetectS, (at - from).Seconds())
+		}
+	}
+	m.RecoverS = recovery(r.Records, from, to, pre, preDone, preTurns)
+	return m
+}
+
+func pct(n, d int) float64 {
+	if d == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(d)
+}
+
+// shareDrop is the time from the onset to the start of the first 5 s span in
+// which the faulty backends got less than half their pre-fault dispatch rate.
+func shareDrop(ds []sim.Dispatch, faulty []int, preFrom, from, to time.Duration) (float64, bool) {
+	if len(faulty) == 0 {
+		return -1, false
+	}
+	var times []time.Duration
+	preCount := 0
+	for _, d := range ds {
+		if !slices.Contains(faulty, d.Backend) {
+			continue
+		}
+		if d.At >= preFrom && d.At < from {
+			preCount++
+		} else if d.At >= from && d.At < to {
+			times = append(times, d.At)
+		}
+	}
+	const win = 5 * time.Second
+	expect := float64(preCount) / (from - preFrom).Seconds() * win.Seconds()
+	if expect <= 0 {
+		return -1, false
+	}
+	for t := from; t+win <= to; t += 100 * time.Millisecond {
+		n := 0
+		for _, at := range times {
+			if at >= t && at < t+win {
+				n++
+			}
+		}
+		if float64(n) < expect/2 {
+			return (t - from).Seconds(), true
+		}
+	}
+	return (to - from).Seconds(), false
+}
+
+// recovery is the time from `from` until every later 5 s bin is healthy.
+func recovery(recs []metrics.TurnRecord, from, to time.Duration, pre []float64, preDone, preTurns int) float64 {
+	const bin = 5 * time.Second
+	n := int((to - from) / bin)
+	if n == 0 || preTurns == 0 {
+		return 0
+	}
+	limit := 1.5*metrics.Percentile(pre, 0.95) + 0.25
+	ended, done := make([]int, n), make([]int, n)
+	ttfts := make([][]float64, n)
+	for i := range recs {
+		r := &recs[i]
+		if r.End < from || r.End >= from+time.Duration(n)*bin {
+			continue
+		}
+		k := int((r.End - from) / bin)
+		ended[k]++
+		if r.Completed {
+			done[k]++
+			ttfts[k] = append(ttfts[k], r.TTFT().Seconds())
+		}
+	}
+	last := -1 // last unhealthy bin
+	for k := range n {
+		slices.Sort(ttfts[k])
+		healthy := ended[k] == 0 || (float64(done[k]) >= 0.99*float64(ended[k]) && metrics.Percentile(ttfts[k], 0.95) <= limit)
+		if !healthy {
+			last = k
+		}
+	}
+	return float64(last+1) * bin.Seconds()
+}
+
+// Stat is a mean over replicates with a 95% confidence interval.
+type Stat struct {
+	Mean float64 `json:"mean"`
+	// Half is the half-width of the 95% interval (Student's t).
+	Half float64 `json:"ci95"`
+	N    int     `json:"n"`
+}
+
+// Lo and Hi are the interval's ends.
+func (s Stat) Lo() float64 { return s.Mean - s.Half }
+
+// Hi is the interval's upper end.
+func (s Stat) Hi() float64 { return s.Mean + s.Half }
+
+// tQuantile975 is Student's t 0.975 quantile for 1..30 degrees of freedom.
+var tQuantile975 = []float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+
+// NewStat summarizes values.
+func NewStat(vs []float64) Stat {
+	n := len(vs)
+	if n == 0 {
+		return Stat{}
+	}
+	var sum float64
+	for _, v := range vs {
+		sum += v
+	}
+	mean := sum / float64(n)
+	if n == 1 {
+		return Stat{Mean: mean, N: 1}
+	}
+	var ss float64
+	for _, v := range vs {
+		ss += (v - mean) * (v - mean)
+	}
+	t := 1.96
+	if n-1 <= len(tQuantile975) {
+		t = tQuantile975[n-2]
+	}
+	return Stat{Mean: mean, Half: t * math.Sqrt(ss/float64(n-1)/float64(n)), N: n}
+}

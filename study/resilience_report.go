@@ -1,0 +1,315 @@
+package study
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/stargate-llm/stargate/report"
+)
+
+// ResilienceResults are the resilience study's runs.
+type ResilienceResults struct {
+	Study string         `json:"study"`
+	Quick bool           `json:"quick,omitempty"`
+	RPS   float64        `json:"rps"`
+	Runs  []PhaseMetrics `json:"runs"`
+}
+
+// PhaseCell aggregates one phase and policy over replicates.
+type PhaseCell struct {
+	Phase         string `json:"phase"`
+	Policy        string `json:"policy"`
+	Success       Stat   `json:"success_pct"`
+	P50           Stat   `json:"ttft_p50_s"`
+	P95           Stat   `json:"ttft_p95_s"`
+	P99           Stat   `json:"ttft_p99_s"`
+	Misroutes     Stat   `json:"misroutes"`
+	Leak          Stat   `json:"leak_pct"`
+	Detect        Stat   `json:"detect_s"`
+	Detected      int    `json:"detected"` // replicates in which the fault was detected
+	Recover       Stat   `json:"recover_s"`
+	RouterDetect  Stat   `json:"router_detect_s"`
+	HasDetect     bool   `json:"has_detect"`
+	HasRouterMark bool   `json:"has_router_detect"`
+}
+
+// Cells aggregates the runs by phase and policy, in run order.
+func (r *ResilienceResults) Cells() []PhaseCell {
+	type key struct{ phase, policy string }
+	var order []key
+	groups := map[key][]PhaseMetrics{}
+	for _, m := range r.Runs {
+		k := key{m.Phase, m.Policy}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], m)
+	}
+	var cells []PhaseCell
+	for _, k := range order {
+		ms := groups[k]
+		get := func(f func(PhaseMetrics) float64) Stat {
+			vs := make([]float64, len(ms))
+			for i, m := range ms {
+				vs[i] = f(m)
+			}
+			return NewStat(vs)
+		}
+		c := PhaseCell{Phase: k.phase, Policy: k.policy,
+			Success:   get(func(m PhaseMetrics) float64 { return m.SuccessPct }),
+			P50:       get(func(m PhaseMetrics) float64 { return m.P50S }),
+			P95:       get(func(m PhaseMetrics) float64 { return m.P95S }),
+			P99:       get(func(m PhaseMetrics) float64 { return m.P99S }),
+			Misroutes: get(func(m PhaseMetrics) float64 { return float64(m.Misroutes) }),
+			Leak:      get(func(m PhaseMetrics) float64 { return m.LeakPct }),
+			Recover:   get(func(m PhaseMetrics) float64 { return m.RecoverS })}
+		var det, rdet []float64
+		for _, m := range ms {
+			if m.DetectS >= 0 {
+				det = append(det, m.DetectS)
+				if m.Detected {
+					c.Detected++
+				}
+			}
+			if m.RouterDetectS >= 0 {
+				rdet = append(rdet, m.RouterDetectS)
+			}
+		}
+		c.Detect, c.HasDetect = NewStat(det), len(det) > 0
+		c.RouterDetect, c.HasRouterMark = NewStat(rdet), len(rdet) > 0
+		cells = append(cells, c)
+	}
+	return cells
+}
+
+func pm(s Stat, digits int) string {
+	return strconv.FormatFloat(s.Mean, 'f', digits, 64) + " ± " + strconv.FormatFloat(s.Half, 'f', digits, 64)
+}
+
+// Table is the study's summary: means over replicates ± 95% intervals.
+func (r *ResilienceResults) Table() report.Table {
+	t := report.Table{Title: fmt.Sprintf("resilience study at %g req/s (means over replicates ± 95%% confidence half-widths)", r.RPS),
+		Headers: []string{"phase", "policy", "n", "success %", "p50 s", "p95 s", "p99 s", "misroutes", "leak %", "detect s", "recover s"}}
+	for _, c := range r.Cells() {
+		detect := "-"
+		if c.HasDetect {
+			detect = pm(c.Detect, 2)
+			if c.Detected < c.Detect.N {
+				detect += fmt.Sprintf(" (%d/%d)", c.Detected, c.Detect.N)
+			}
+		}
+		leak := "-"
+		if c.Phase == "capability" {
+			leak = pm(c.Leak, 2)
+		}
+		t.Rows = append(t.Rows, []string{c.Phase, c.Policy, strconv.Itoa(c.Success.N), pm(c.Success, 2), pm(c.P50, 2), pm(c.P95, 2),
+			pm(c.P99, 2), pm(c.Misroutes, 1), leak, detect, pm(c.Recover, 1)})
+	}
+	return t
+}
+
+// Criterion is one of the issue's acceptance checks, evaluated.
+type Criterion struct {
+	Phase  string `json:"phase"`
+	What   string `json:"what"`
+	Result string `json:"result"` // pass, tie or fail
+	Detail string `json:"detail"`
+}
+
+// Criteria checks pressure against the best baseline in every phase: success
+// at least as good everywhere (pass: mean at least the best baseline's; tie:
+// below it but inside both intervals), and a lower p95 TTFT in the
+// capability, failover, thermal and telemetry-loss phases by more than the
+// intervals (pressure's upper end below the best baseline's lower end).
+func (r *ResilienceResults) Criteria() []Criterion {
+	cells := r.Cells()
+	var out []Criterion
+	for _, phase := range r.phases() {
+		var pr *PhaseCell
+		var base []PhaseCell
+		for i := range cells {
+			if cells[i].Phase != phase {
+				continue
+			}
+			if cells[i].Policy == "pressure" {
+				pr = &cells[i]
+			} else {
+				base = append(base, cells[i])
+			}
+		}
+		if pr == nil || len(base) == 0 {
+			continue
+		}
+		best := slices.MaxFunc(base, func(a, b PhaseCell) int { return cmpF(a.Success.Mean, b.Success.Mean) })
+		res := "fail"
+		switch {
+		case pr.Success.Mean >= best.Success.Mean:
+			res = "pass"
+		case pr.Success.Hi() >= best.Success.Lo():
+			res = "tie"
+		}
+		out = append(out, Criterion{Phase: phase, What: "success rate at least the best baseline's", Result: res,
+			Detail: fmt.Sprintf("pressure %s%% vs %s %s%%", pm(pr.Success, 2), best.Policy, pm(best.Success, 2))})
+		if slices.Contains([]string{"capability", "failover", "thermal", "telemetry-loss"}, phase) {
+			bp := slices.MinFunc(base, func(a, b PhaseCell) int { return cmpF(a.P95.Mean, b.P95.Mean) })
+			res := "fail"
+			if pr.P95.Hi() < bp.P95.Lo() {
+				res = "pass"
+			}
+			out = append(out, Criterion{Phase: phase, What: "p95 TTFT below the best baseline's, beyond the intervals", Result: res,
+				Detail: fmt.Sprintf("pressure %s s vs %s %s s", pm(pr.P95, 3), bp.Policy, pm(bp.P95, 3))})
+		}
+	}
+	return out
+}
+
+func cmpF(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (r *ResilienceResults) phases() []string {
+	var names []string
+	for _, m := range r.Runs {
+		if !slices.Contains(names, m.Phase) {
+			names = append(names, m.Phase)
+		}
+	}
+	return names
+}
+
+// cell finds a phase and policy's cell.
+func findCell(cells []PhaseCell, phase, policy string) *PhaseCell {
+	for i := range cells {
+		if cells[i].Phase == phase && cells[i].Policy == policy {
+			return &cells[i]
+		}
+	}
+	return nil
+}
+
+// PaperComparison sets the study's figures beside the paper's headline
+// figures for the same phases, in words.
+func (r *ResilienceResults) PaperComparison() []string {
+	cells := r.Cells()
+	var out []string
+	if p, rr, lr := findCell(cells, "capability", "pressure"), findCell(cells, "capability", "round-robin"), findCell(cells, "capability", "least-request"); p != nil && rr != nil && lr != nil {
+		out = append(out, fmt.Sprintf("Capability mismatch: leak rate pressure %.2f%%, round-robin %.2f%%, least-request %.2f%% (paper: Solyx 0.43%%, round-robin 32.11%%, least-request 28.71%%); success pressure %.2f%%, round-robin %.2f%%, least-request %.2f%% (paper, long prompts only: 99.57%%, 67.89%%, 71.29%%).",
+			p.Leak.Mean, rr.Leak.Mean, lr.Leak.Mean, p.Success.Mean, rr.Success.Mean, lr.Success.Mean))
+	}
+	if p, rr, lr := findCell(cells, "failover", "pressure"), findCell(cells, "failover", "round-robin"), findCell(cells, "failover", "least-request"); p != nil && rr != nil && lr != nil {
+		ratio := 0.0
+		if rr.P99.Mean > 0 {
+			ratio = p.P99.Mean / rr.P99.Mean
+		}
+		out = append(out, fmt.Sprintf("Failover: post-kill success pressure %.2f%%, least-request %.2f%%, round-robin %.2f%% (paper: 99.76%%, 98.81%%, 94.12%%); TTFT p99 pressure/round-robin %.2f (paper's reroute p99: 1,247/4,226 ms = 0.30); routers marked the killed backend Failed %.2f s after the kill (mean; the heartbeat interval is 0.5 s).",
+			p.Success.Mean, lr.Success.Mean, rr.Success.Mean, ratio, p.RouterDetect.Mean))
+	}
+	if p := findCell(cells, "telemetry-loss", "pressure"); p != nil {
+		out = append(out, fmt.Sprintf("Telemetry loss: success pressure %.2f%% (paper: 99.90%%); fallback reported %.2f s after the exporters died (paper: 0.82 s).", p.Success.Mean, p.Detect.Mean))
+	}
+	if p, lr, rr := findCell(cells, "burst", "pressure"), findCell(cells, "burst", "least-request"), findCell(cells, "burst", "round-robin"); p != nil && lr != nil && rr != nil {
+		out = append(out, fmt.Sprintf("Burst: success pressure %.2f%%, least-request %.2f%%, round-robin %.2f%% (paper: 99.43%%, 95.21%%, 81.27%%).", p.Success.Mean, lr.Success.Mean, rr.Success.Mean))
+	}
+	if p, rr := findCell(cells, "wan-jitter", "pressure"), findCell(cells, "wan-jitter", "round-robin"); p != nil && rr != nil && rr.P95.Mean > 0 {
+		out = append(out, fmt.Sprintf("WAN jitter: TTFT p95 pressure %.3f s vs round-robin %.3f s (%+.1f%%; paper, 20 ms jitter: Solyx 1,142 ms vs round-robin 1,971 ms, -42%%).",
+			p.P95.Mean, rr.P95.Mean, 100*(p.P95.Mean/rr.P95.Mean-1)))
+	}
+	if p, pw := findCell(cells, "thermal", "pressure"), findCell(cells, "thermal", "pulsar-waw"); p != nil && pw != nil {
+		out = append(out, fmt.Sprintf("Thermal: pressure halved the hot backend's dispatch rate %.1f s after the onset (%d of %d replicates; the clock starts to throttle at 10 s); TTFT p95 pressure %.3f s vs pulsar-waw %.3f s (paper: hardware signals lead SLO breach by 11.2 s on average).",
+			p.Detect.Mean, p.Detected, p.Detect.N, p.P95.Mean, pw.P95.Mean))
+	}
+	return out
+}
+
+// WriteJSON writes the runs, the cells and the criteria.
+func (r *ResilienceResults) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		*ResilienceResults
+		Cells    []PhaseCell `json:"cells"`
+		Criteria []Criterion `json:"criteria"`
+		Paper    []string    `json:"paper_comparison"`
+	}{r, r.Cells(), r.Criteria(), r.PaperComparison()})
+}
+
+// WriteHTML writes a self-contained report.
+func (r *ResilienceResults) WriteHTML(w io.Writer) error {
+	p := report.NewPage("Stargate resilience study")
+	p.Paragraph(fmt.Sprintf("Simulated on the three-site fleet (9 backends of 4 GPUs, one router per site) at %g req/s; every phase injects its fault at the same onset, on the same workload and seeds for every policy. Bars show means over replicates; whiskers the 95%% confidence intervals.", r.RPS))
+	if r.Quick {
+		p.Paragraph("Quick run: 2 replicates, 30 s measured after the onset. Figures are indicative only.")
+	}
+	p.Heading("Phases")
+	for _, ph := range ResiliencePhases() {
+		if slices.Contains(r.phases(), ph.Name) {
+			p.Paragraph(ph.Name + ": " + ph.Describe + ".")
+		}
+	}
+	p.Heading("Acceptance checks")
+	ct := report.Table{Headers: []string{"phase", "check", "result", "detail"}}
+	for _, c := range r.Criteria() {
+		ct.Rows = append(ct.Rows, []string{c.Phase, c.What, c.Result, c.Detail})
+	}
+	p.Table(ct)
+	p.Heading("Against the paper")
+	for _, s := range r.PaperComparison() {
+		p.Paragraph(s)
+	}
+	cells := r.Cells()
+	p.Chart(r.phaseChart(cells, "Success rate by phase", "success (%)", func(c PhaseCell) Stat { return c.Success }).SVG())
+	p.Chart(r.phaseChart(cells, "TTFT p95 by phase", "TTFT p95 (s)", func(c PhaseCell) Stat { return c.P95 }).SVG())
+	p.Heading("All cells")
+	p.Table(r.Table())
+	return p.Write(w)
+}
+
+func (r *ResilienceResults) phaseChart(cells []PhaseCell, title, ylabel string, f func(PhaseCell) Stat) report.BarChart {
+	ch := report.BarChart{Title: title, XLabel: "phase", YLabel: ylabel}
+	phases := r.phases()
+	ch.Categories = phases
+	var pols []string
+	for _, c := range cells {
+		if !slices.Contains(pols, c.Policy) {
+			pols = append(pols, c.Policy)
+		}
+	}
+	for _, pol := range pols {
+		s := report.BarSeries{Name: pol}
+		for _, ph := range phases {
+			bar := report.Bar{}
+			if c := findCell(cells, ph, pol); c != nil {
+				st := f(*c)
+				bar = report.Bar{Value: st.Mean, Lo: st.Lo(), Hi: st.Hi(), HasRange: st.N > 1}
+			}
+			s.Bars = append(s.Bars, bar)
+		}
+		ch.Series = append(ch.Series, s)
+	}
+	return ch
+}
+
+// WriteFiles writes results.json, report.html and table.txt into dir.
+func (r *ResilienceResults) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("study: creating output directory: %w", err)
+	}
+	if err := WriteFile(dir, "results.json", r.WriteJSON); err != nil {
+		return err
+	}
+	if err := WriteFile(dir, "report.html", r.WriteHTML); err != nil {
+		return err
+	}
+	t := r.Table()
+	return WriteFile(dir, "table.txt", t.WriteText)
+}

@@ -1,0 +1,95 @@
+package study
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stargate-llm/stargate/metrics"
+	"github.com/stargate-llm/stargate/sim"
+)
+
+// shortRunner shortens every spec so the test stays quick.
+type shortRunner struct{ SimRunner }
+
+func (r shortRunner) RunPhases(ctx context.Context, specs []PhaseSpec, p Progress) ([]PhaseRun, error) {
+	for i := range specs {
+		specs[i].Onset, specs[i].Pre, specs[i].Post = 60*time.Second, 20*time.Second, 20*time.Second
+	}
+	return r.SimRunner.RunPhases(ctx, specs, p)
+}
+
+func TestResilienceShort(t *testing.T) {
+	res, err := Resilience(context.Background(), ResilienceOptions{Replicates: 2, Phases: []string{"capability", "failover"},
+		Policies: []string{"pressure", "round-robin"}, Runner: shortRunner{SimRunner{Parallel: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 8 {
+		t.Fatalf("%d runs, want 8", len(res.Runs))
+	}
+	cells := res.Cells()
+	p, rr := findCell(cells, "capability", "pressure"), findCell(cells, "capability", "round-robin")
+	if p == nil || rr == nil || p.Misroutes.Mean >= rr.Misroutes.Mean || rr.Leak.Mean == 0 {
+		t.Errorf("capability misroutes: pressure %+v, round-robin %+v", p, rr)
+	}
+	f := findCell(cells, "failover", "pressure")
+	if f == nil || !f.HasRouterMark || f.RouterDetect.Mean > 1 {
+		t.Errorf("failover: routers should mark the killed backend Failed within 1 s: %+v", f)
+	}
+	var js, html, txt bytes.Buffer
+	if err := res.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.WriteHTML(&html); err != nil {
+		t.Fatal(err)
+	}
+	tab := res.Table()
+	if err := tab.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"criteria"`) || !strings.Contains(html.String(), "<svg") || !strings.Contains(txt.String(), "capability") {
+		t.Error("report files are missing their parts")
+	}
+	if len(res.Criteria()) != 4 {
+		t.Errorf("criteria %+v, want 4 (success and p95 for two phases)", res.Criteria())
+	}
+}
+
+func TestResilienceOptionsChecked(t *testing.T) {
+	for _, o := range []ResilienceOptions{{Replicates: 1}, {Phases: []string{"meteor"}}} {
+		if _, err := ResilienceSpecs(o); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+func TestMeasure(t *testing.T) {
+	rec := func(end time.Duration, ttft time.Duration, ok bool) metrics.TurnRecord {
+		return metrics.TurnRecord{Start: end - time.Second, FirstToken: end - time.Second + ttft, End: end, Completed: ok}
+	}
+	onset := 100 * time.Second
+	spec := PhaseSpec{Phase: Phase{Name: "failover", Faulty: []int{1}}, Onset: onset, Pre: 10 * time.Second, Post: 20 * time.Second}
+	var recs []metrics.TurnRecord
+	for i := range 10 {
+		recs = append(recs, rec(onset-time.Duration(i+1)*time.Second, 100*time.Millisecond, true))
+	}
+	for i := range 20 {
+		recs = append(recs, rec(onset+time.Duration(i)*time.Second+time.Millisecond, time.Duration(100+100*i)*time.Millisecond, i != 3))
+	}
+	ds := []sim.Dispatch{{At: onset + 500*time.Millisecond, Backend: 1, Misroute: true}, {At: onset + time.Second, Backend: 0}}
+	m := Measure(PhaseRun{Spec: spec, Records: recs, Dispatches: ds, RouterFailedAt: []time.Duration{onset + 700*time.Millisecond}})
+	if m.Turns != 20 || m.SuccessPct != 95 || m.Misroutes != 1 || m.DetectS != 0.5 || !m.Detected || m.RouterDetectS != 0.7 {
+		t.Errorf("measured %+v", m)
+	}
+	// TTFT grows past 1.5 x 0.1 + 0.25 s by the first bin: never recovered.
+	if m.RecoverS != 20 {
+		t.Errorf("recover %v, want 20 (the last bin is unhealthy)", m.RecoverS)
+	}
+	if s := NewStat([]float64{1, 2, 3}); s.Mean != 2 || s.Half < 2.48 || s.Half > 2.49 {
+		t.Errorf("stat %+v, want mean 2, half 4.303 x 1/sqrt(3) = 2.484", s)
+	}
+}

@@ -1,0 +1,137 @@
+package telemetry
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Weights weigh the pressures in the score.
+type Weights [NumSignals]float64
+
+// DefaultWeights are the score's weights. They were fixed, with the
+// normalisation levels of DefaultNorm, before any measurement, and no study
+// tunes them per scenario:
+//
+//	queue 0.25, ttft 0.25, kv 0.10, gpu 0.05, mem 0.05, sm 0.05, dram 0.05   (load: 0.80 in all)
+//	errors 1.00      one signal alone can take a backend to the minimum weight
+//	thermal 0.60     a throttling GPU loses most of its share before it slows
+//	rtt 0.10, jitter 0.25
+//
+// Load weighs 0.80 in all, so a saturated backend keeps a fifth of its
+// weight: pressure should spread load, not starve a busy backend. Errors and
+// heat are not load: a failing or overheating backend should lose its
+// traffic however idle it looks, and an error answered fast must never make a
+// backend look idle (the failure of least-request the paper describes).
+func DefaultWeights() Weights {
+	var w Weights
+	w[SigQueue], w[SigTTFT], w[SigKV] = 0.25, 0.25, 0.10
+	w[SigGPU], w[SigMem], w[SigSM], w[SigDRAM] = 0.05, 0.05, 0.05, 0.05
+	w[SigErrors], w[SigThermal] = 1.0, 0.60
+	w[SigRTT], w[SigJitter] = 0.10, 0.25
+	return w
+}
+
+// Validate reports a negative or non-finite weight.
+func (w Weights) Validate() error {
+	var errs []error
+	for s, v := range w {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			errs = append(errs, fmt.Errorf("weight of %s must be a finite number >= 0, got %v", Signal(s), v))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("telemetry weights: %w", err)
+	}
+	return nil
+}
+
+// Load reports whether s measures load (and so may stand in for another load
+// signal that is missing).
+func (s Signal) Load() bool { return loadSignal(s) }
+
+func loadSignal(s Signal) bool {
+	switch s {
+	case SigQueue, SigTTFT, SigKV, SigGPU, SigMem, SigSM, SigDRAM:
+		return true
+	}
+	return false
+}
+
+// Score is the weighted sum of the available pressures, at most 1. Load
+// signals that are missing (the hardware ones when the DCGM exporter is down)
+// hand their weight to the load signals that remain, in proportion, so a
+// backend whose exporter died looks neither idler nor busier than it is; the
+// thermal pressure has no stand-in and is simply lost. fallback reports that
+// the hardware source was missing.
+func Score(p Pressures, avail [NumSignals]bool, w Weights) (score float64, fallback bool) {
+	var loadAll, loadAvail float64
+	for s := range NumSignals {
+		if loadSignal(s) {
+			loadAll += w[s]
+			if avail[s] {
+				loadAvail += w[s]
+			}
+		}
+	}
+	scale := 1.0
+	if loadAvail > 0 {
+		scale = loadAll / loadAvail
+	}
+	for s := range NumSignals {
+		if !avail[s] {
+			continue
+		}
+		v := w[s] * clamp01(p[s])
+		if loadSignal(s) {
+			v *= scale
+		}
+		score += v
+	}
+	return min(score, 1), !avail[SigGPU]
+}
+
+// Projector turns scores into integer weights with hysteresis.
+type Projector struct {
+	// Max is the weight of a backend under no pressure; Min that of one
+	// under full pressure (at least 1: a zero weight would be no weight).
+	Max, Min int
+	// Hysteresis is the least change of weight that is applied; smaller
+	// moves keep the current weight, so noise does not move sessions.
+	Hysteresis int
+}
+
+// DefaultProjector gives weights 1-100 that move in steps of at least 10.
+func DefaultProjector() Projector { return Projector{Max: 100, Min: 1, Hysteresis: 10} }
+
+// Validate reports what is wrong with the projector.
+func (p Projector) Validate() error {
+	if p.Min < 1 || p.Max < p.Min || p.Hysteresis < 0 || p.Hysteresis > p.Max {
+		return fmt.Errorf("telemetry projector: want 1 <= min <= max and 0 <= hysteresis <= max, got min %d max %d hysteresis %d", p.Min, p.Max, p.Hysteresis)
+	}
+	return nil
+}
+
+// Target is the weight a score maps to, without hysteresis.
+func (p Projector) Target(score float64) int {
+	w := int(math.Round(float64(p.Max) * (1 - clamp01(score))))
+	return min(max(w, p.Min), p.Max)
+}
+
+// Project returns the weight to use given the current one (0: none yet). A
+// move to the minimum or the maximum always applies, so a backend that
+// fails is dropped at once and one that recovers fully is restored.
+func (p Projector) Project(current int, score float64) int {
+	t := p.Target(score)
+	if current <= 0 || t == p.Min || t == p.Max || abs(t-current) >= p.Hysteresis {
+		return t
+	}
+	return current
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}

@@ -1,0 +1,212 @@
+package telemetry
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// State is a backend's lifecycle state. A backend reports Loading, Ready or
+// Draining about itself; a router adds Failed (no heartbeat within the TTL)
+// and Terminated (drained and empty).
+type State uint8
+
+// Lifecycle states: Loading -> Ready -> Draining -> Terminated, any -> Failed.
+const (
+	Loading State = iota + 1
+	Ready
+	Draining
+	Terminated
+	Failed
+)
+
+func (s State) String() string {
+	switch s {
+	case Loading:
+		return "loading"
+	case Ready:
+		return "ready"
+	case Draining:
+		return "draining"
+	case Terminated:
+		return "terminated"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("State(%d)", s)
+}
+
+// Signals is one backend's report, as its gateway sends it in a heartbeat.
+// Ratios are 0..1 (not percent).
+type Signals struct {
+	// At is when the gateway assembled the report.
+	At time.Duration `json:"at"`
+	// State is the backend's own view of its lifecycle (Loading, Ready or
+	// Draining); zero means Ready.
+	State State `json:"state,omitempty"`
+
+	// Application signals, from the engine's metrics and the gateway.
+	QueueDepth int           `json:"queue_depth"`
+	Running    int           `json:"running"`
+	TTFTP95    time.Duration `json:"ttft_p95"`
+	ErrorRate  float64       `json:"error_rate"`
+	KVFill     float64       `json:"kv_fill"`
+
+	// Hardware reports whether a hardware source (DCGM exporter) answered;
+	// when false the hardware fields below are meaningless.
+	Hardware    bool    `json:"hardware"`
+	GPUUtil     float64 `json:"gpu_util"`
+	MemUtil     float64 `json:"mem_util"`
+	SMOccupancy float64 `json:"sm_occupancy"`
+	DRAMActive  float64 `json:"dram_active"`
+	// TempC is the hottest GPU's temperature; SMClockMHz the slowest GPU's
+	// SM clock and MaxSMClockMHz its nominal clock (0: unknown).
+	TempC         float64 `json:"temp_c"`
+	SMClockMHz    float64 `json:"sm_clock_mhz"`
+	MaxSMClockMHz float64 `json:"max_sm_clock_mhz"`
+
+	// MaxModelLen is the longest prompt plus output the backend accepts
+	// (from /v1/models, lowered by what its context-length errors showed);
+	// zero means unknown.
+	MaxModelLen int `json:"max_model_len"`
+}
+
+// Signal names one pressure.
+type Signal int
+
+// The pressures, in the order of Pressures and Weights.
+const (
+	SigQueue Signal = iota
+	SigTTFT
+	SigErrors
+	SigKV
+	SigGPU
+	SigMem
+	SigSM
+	SigDRAM
+	SigRTT
+	SigJitter
+	SigThermal
+	NumSignals
+)
+
+var signalNames = [NumSignals]string{"queue", "ttft", "errors", "kv", "gpu", "mem", "sm", "dram", "rtt", "jitter", "thermal"}
+
+func (s Signal) String() string {
+	if s >= 0 && s < NumSignals {
+		return signalNames[s]
+	}
+	return fmt.Sprintf("Signal(%d)", int(s))
+}
+
+// Hardware reports whether the signal comes from the hardware source.
+func (s Signal) Hardware() bool {
+	switch s {
+	case SigGPU, SigMem, SigSM, SigDRAM, SigThermal:
+		return true
+	}
+	return false
+}
+
+// Pressures are normalised signals, each in [0,1].
+type Pressures [NumSignals]float64
+
+// Norm holds the levels at which a signal counts as full pressure.
+type Norm struct {
+	TTFTFull      time.Duration `yaml:"ttft_full" json:"ttft_full"`
+	ErrorFull     float64       `yaml:"error_full" json:"error_full"`
+	RTTFull       time.Duration `yaml:"rtt_full" json:"rtt_full"`
+	JitterFull    time.Duration `yaml:"jitter_full" json:"jitter_full"`
+	TempOK        float64       `yaml:"temp_ok" json:"temp_ok"`
+	TempMax       float64       `yaml:"temp_max" json:"temp_max"`
+	ClockDropFull float64       `yaml:"clock_drop_full" json:"clock_drop_full"`
+}
+
+// DefaultNorm returns the levels documented in the package comment.
+func DefaultNorm() Norm {
+	return Norm{TTFTFull: 5 * time.Second, ErrorFull: 0.10, RTTFull: 250 * time.Millisecond,
+		JitterFull: 25 * time.Millisecond, TempOK: 75, TempMax: 88, ClockDropFull: 0.3}
+}
+
+// Validate reports what is wrong with the levels.
+func (n Norm) Validate() error {
+	var errs []error
+	if n.TTFTFull <= 0 || n.RTTFull <= 0 || n.JitterFull <= 0 {
+		errs = append(errs, fmt.Errorf("ttft_full, rtt_full and jitter_full must be > 0, got %v, %v and %v", n.TTFTFull, n.RTTFull, n.JitterFull))
+	}
+	if !(n.ErrorFull > 0 && n.ErrorFull <= 1) {
+		errs = append(errs, fmt.Errorf("error_full must be in (0,1], got %v", n.ErrorFull))
+	}
+	if !(n.TempMax > n.TempOK) || math.IsInf(n.TempMax, 0) || math.IsInf(n.TempOK, 0) {
+		errs = append(errs, fmt.Errorf("temp_max (%v) must be a finite number above temp_ok (%v)", n.TempMax, n.TempOK))
+	}
+	if !(n.ClockDropFull > 0 && n.ClockDropFull <= 1) {
+		errs = append(errs, fmt.Errorf("clock_drop_full must be in (0,1], got %v", n.ClockDropFull))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("telemetry norm: %w", err)
+	}
+	return nil
+}
+
+// Load is what a router counts itself about a backend at pick time.
+type Load struct {
+	Capacity int
+	// Waiting counts requests queued at the backend and at this router for it.
+	Waiting int
+}
+
+// Normalise maps a backend's signals, the router's load counts and path to
+// pressures. sig may be nil (no heartbeat with signals yet): only the queue
+// and network pressures are then known. The boolean array says which
+// pressures are available.
+func Normalise(sig *Signals, load Load, path Path, n Norm) (p Pressures, avail [NumSignals]bool) {
+	if load.Capacity > 0 {
+		p[SigQueue] = clamp01(2 * float64(load.Waiting) / float64(load.Capacity))
+		avail[SigQueue] = true
+	}
+	if path.Known {
+		p[SigRTT] = clamp01(float64(path.RTT) / float64(n.RTTFull))
+		p[SigJitter] = clamp01(float64(path.Jitter) / float64(n.JitterFull))
+		avail[SigRTT], avail[SigJitter] = true, true
+	}
+	if sig == nil {
+		return p, avail
+	}
+	if load.Capacity <= 0 {
+		p[SigQueue] = clamp01(float64(sig.QueueDepth) / float64(max(sig.QueueDepth+sig.Running, 1)))
+		avail[SigQueue] = true
+	}
+	p[SigTTFT] = clamp01(float64(sig.TTFTP95) / float64(n.TTFTFull))
+	p[SigErrors] = clamp01(sig.ErrorRate / n.ErrorFull)
+	p[SigKV] = clamp01(sig.KVFill)
+	avail[SigTTFT], avail[SigErrors], avail[SigKV] = true, true, true
+	if !sig.Hardware {
+		return p, avail
+	}
+	p[SigGPU] = clamp01(sig.GPUUtil)
+	p[SigMem] = clamp01(sig.MemUtil)
+	p[SigSM] = clamp01(sig.SMOccupancy)
+	p[SigDRAM] = clamp01(sig.DRAMActive)
+	temp := clamp01((sig.TempC - n.TempOK) / (n.TempMax - n.TempOK))
+	clock := 0.0
+	if sig.MaxSMClockMHz > 0 && sig.SMClockMHz > 0 {
+		clock = clamp01((1 - sig.SMClockMHz/sig.MaxSMClockMHz) / n.ClockDropFull)
+	}
+	p[SigThermal] = max(temp, clock)
+	for s := range NumSignals {
+		if s.Hardware() {
+			avail[s] = true
+		}
+	}
+	return p, avail
+}
+
+// clamp01 clamps v to [0,1]; NaN gives 0.
+func clamp01(v float64) float64 {
+	if !(v > 0) {
+		return 0
+	}
+	return min(v, 1)
+}
