@@ -1,7 +1,8 @@
 // Package telemetry holds what a router knows about a backend beyond its load
 // counts: the signals of DESIGN's telemetry-aware placement, their
 // normalisation to pressures in [0,1], the network path estimator, the mock
-// DCGM exporter's model and the signed heartbeat that carries the signals.
+// DCGM exporter's model. The live gateway sends the signals in its stats
+// messages, signed by package serve/auth.
 //
 // # Signals
 //
