@@ -1,5 +1,6 @@
-// Package workload generates the routing study's traffic: growing multi-turn
-// sessions, seeded.
+// Package workload generates traffic, seeded: the routing study's growing
+// multi-turn sessions, the SLO matrix's workload classes, and readers of
+// recorded traces.
 //
 // A session has a system prompt (4,000 tokens by default) and a number of
 // turns drawn uniformly from [TurnsMin, TurnsMax] (5-40). Each turn adds a user
@@ -16,4 +17,18 @@
 //
 // Every session draws from its own generator seeded by (seed, session id), so
 // a session's turns do not depend on how other sessions interleave.
+//
+// # Workload classes
+//
+// A Class is an open loop: its Stream sends requests on a schedule fixed by
+// the rate alone (evenly spaced, not Poisson, like a constant-rate load
+// generator), whatever the fleet does with them. The eight classes of the
+// SLO matrix (Classes) are baseline_mixed, rapid_shift, code_heavy,
+// adversarial_spike, multiturn, rag_multidoc, long_context and very_long;
+// each has a Doc string with its shapes and pace, three TTFT SLO tiers, and
+// the mean prompt and output tokens a capacity planner needs. A prompt of
+// "512 +/- 200" tokens is uniform on [312, 712]. Session classes start their
+// sessions evenly at rate/turns and pace the turns by a fixed gap, and
+// sessions are already under way at time zero, so the request rate holds
+// from the first second.
 package workload
