@@ -24,6 +24,8 @@ const (
 	streamArrivals uint64 = iota + 1
 	streamSessions
 	streamPolicies
+	streamClass   // a workload class's request shapes
+	streamClients // where a class's sessions connect
 )
 
 // subSeed derives a stream's seed from the run's seed. (Mix64 adds the
@@ -42,6 +44,9 @@ type Result struct {
 	Events uint64
 	// Records holds the measured turns when Config.KeepRecords is set.
 	Records []metrics.TurnRecord
+	// Unfinished holds the measured turns still running at the end, when
+	// Config.KeepRecords and Config.Cooldown are set.
+	Unfinished []metrics.TurnRecord
 }
 
 // BackendResult is one backend's share of a run.
@@ -89,8 +94,14 @@ type attempt struct {
 	output  int
 }
 
+// session is a conversation of the session model, or one request of a
+// class's open loop (ws is nil).
 type session struct {
-	id     uint64
+	id uint64
+	// key identifies the conversation to routers and prefix caches: id in
+	// the session model, the class's session in an open loop.
+	key    uint64
+	fresh  bool // the prompt shares no prefix with the session's earlier ones
 	ws     *workload.Session
 	region int
 	router int
@@ -133,7 +144,11 @@ type simulation struct {
 	byRegion [][]int // router indices per region
 	regions  []int   // regions with routers
 	arrivals *workload.Arrivals
-	rng      *rand.Rand
+	// stream and pending: a class's open loop and its next request.
+	stream     *workload.Stream
+	pending    workload.Request
+	clientSeed uint64
+	rng        *rand.Rand
 	sessions table[session]
 	nextSess uint64
 	attempts table[attempt]
@@ -182,17 +197,28 @@ func Run(ctx context.Context, cfg Config, reg *policy.Registry) (*Result, error)
 }
 
 func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
-	s := &simulation{cfg: cfg, end: cfg.Warmup + cfg.Measure,
+	s := &simulation{cfg: cfg, end: cfg.Warmup + cfg.Measure + cfg.Cooldown,
 		rng:         rand.New(rand.NewPCG(subSeed(cfg.Seed, streamArrivals), 0)),
 		sessionSeed: subSeed(cfg.Seed, streamSessions),
 		// A hint only: capped so that a long window does not allocate up front.
 		coll: metrics.NewCollector(cfg.Warmup, cfg.Warmup+cfg.Measure, cfg.Client.TTFTSLO,
 			int(min(1.05*cfg.RPS*cfg.Measure.Seconds(), 1<<18)))}
-	arr, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), s.rng)
-	if err != nil {
-		return nil, fmt.Errorf("sim: %w", err)
+	if cfg.Cooldown > 0 {
+		s.coll.SampleStarts()
 	}
-	s.arrivals = arr
+	if cfg.Class != nil {
+		st, err := cfg.Class.Stream(cfg.RPS, subSeed(cfg.Seed, streamClass))
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		s.stream, s.pending, s.clientSeed = st, st.Next(), subSeed(cfg.Seed, streamClients)
+	} else {
+		arr, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), s.rng)
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		s.arrivals = arr
+	}
 	pbs := make([]policy.Backend, len(cfg.Backends))
 	rbs := make([]router.Backend, len(cfg.Backends))
 	for i, spec := range cfg.Backends {
@@ -234,7 +260,11 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		s.channels[b] = make([]channel, len(cfg.Regions))
 		s.markStats(b)
 	}
-	s.q.push(event{at: s.arrivals.Next(0), kind: evSessionArrive})
+	if s.stream != nil {
+		s.q.push(event{at: s.pending.At, kind: evSessionArrive})
+	} else {
+		s.q.push(event{at: s.arrivals.Next(0), kind: evSessionArrive})
+	}
 	return s, nil
 }
 
@@ -279,10 +309,14 @@ func (s *simulation) next() event {
 func (s *simulation) handle(e *event) error {
 	switch e.kind {
 	case evSessionArrive:
-		s.sessionArrive()
+		if s.stream != nil {
+			s.requestArrive()
+		} else {
+			s.sessionArrive()
+		}
 	case evTurnStart:
 		if ss := s.sessions.get(e.id); ss != nil {
-			s.startTurn(ss)
+			s.nextTurn(ss)
 		}
 	case evAttemptStart:
 		if ss := s.sessions.get(e.id); ss != nil {
@@ -294,7 +328,7 @@ func (s *simulation) handle(e *event) error {
 		} else if a != nil {
 			rs := s.routers[a.router]
 			s.syncRegion(rs.region)
-			d := rs.r.Route(s.now, a.id, a.sess.id)
+			d := rs.r.Route(s.now, a.id, a.sess.key)
 			s.apply(a, d)
 			s.scheduleRouterTimer(a.router)
 		}
@@ -342,21 +376,40 @@ func (s *simulation) sessionArrive() {
 	s.nextSess++
 	region := s.regions[s.rng.IntN(len(s.regions))]
 	rs := s.byRegion[region]
-	ss := &session{id: s.nextSess, ws: s.cfg.Workload.NewSession(s.sessionSeed, s.nextSess), region: region,
+	ss := &session{id: s.nextSess, key: s.nextSess, ws: s.cfg.Workload.NewSession(s.sessionSeed, s.nextSess), region: region,
 		router: rs[s.rng.IntN(len(rs))]}
 	s.sessions.put(ss.id, ss)
 	s.q.push(event{at: s.arrivals.Next(s.now), kind: evSessionArrive})
-	s.startTurn(ss)
+	s.nextTurn(ss)
 }
 
-func (s *simulation) startTurn(ss *session) {
+// requestArrive starts the open loop's next request as a turn of its own.
+// A class's session keeps one region and router, chosen by a hash of its key.
+func (s *simulation) requestArrive() {
+	r := s.pending
+	s.pending = s.stream.Next()
+	s.q.push(event{at: s.pending.At, kind: evSessionArrive})
+	s.nextSess++
+	h := mix.Mix64(r.Session ^ s.clientSeed)
+	region := s.regions[h%uint64(len(s.regions))]
+	rs := s.byRegion[region]
+	ss := &session{id: s.nextSess, key: r.Session, fresh: r.Fresh, region: region, router: rs[(h>>32)%uint64(len(rs))]}
+	s.sessions.put(ss.id, ss)
+	s.startTurn(ss, r.Turn)
+}
+
+func (s *simulation) nextTurn(ss *session) {
 	t, ok := ss.ws.Next()
 	if !ok {
 		s.sessions.del(ss.id)
 		return
 	}
+	s.startTurn(ss, t)
+}
+
+func (s *simulation) startTurn(ss *session, t workload.Turn) {
 	ss.prompt = t
-	ss.turn = s.cfg.Client.NewTurn(s.now, metrics.TurnRecord{Session: ss.id, Turn: t.Index, Region: ss.region,
+	ss.turn = s.cfg.Client.NewTurn(s.now, metrics.TurnRecord{Session: ss.key, Turn: t.Index, Region: ss.region,
 		Router: ss.router, PromptTokens: t.PromptTokens})
 	s.coll.TurnStarted(s.now)
 	s.sendAttempt(ss)
@@ -434,7 +487,11 @@ func (s *simulation) gatewayArrive(id uint64) {
 // submit hands an admitted attempt to the engine.
 func (s *simulation) submit(b int, a *attempt) {
 	bs := s.backends[b]
-	w, err := bs.cl.Submit(s.now, engine.Request{ID: a.id, Session: a.sess.id,
+	cacheKey := a.sess.key
+	if a.sess.fresh {
+		cacheKey = 0 // nothing to reuse, and nothing worth keeping
+	}
+	w, err := bs.cl.Submit(s.now, engine.Request{ID: a.id, Session: cacheKey,
 		PromptTokens: a.sess.prompt.PromptTokens, OutputTokens: a.sess.prompt.OutputTokens})
 	if err != nil {
 		// The engine can never hold it: fail the attempt at the gateway. Its
@@ -548,6 +605,10 @@ func (s *simulation) endAttempt(a *attempt) {
 
 func (s *simulation) endTurn(ss *session) {
 	s.coll.Add(ss.turn.Record)
+	if ss.ws == nil { // one request of an open loop
+		s.sessions.del(ss.id)
+		return
+	}
 	s.q.push(event{at: s.now + ss.ws.ThinkTime(), kind: evTurnStart, id: ss.id})
 }
 
@@ -647,6 +708,13 @@ func (s *simulation) scheduleRouterTimer(ri int) {
 }
 
 func (s *simulation) result() *Result {
+	s.sessions.each(func(ss *session) {
+		if !ss.turn.Done() {
+			rec := ss.turn.Record
+			rec.End = s.end
+			s.coll.Unfinished(rec)
+		}
+	})
 	res := &Result{Summary: s.coll.Summary(), Events: s.events}
 	per := s.coll.PerBackend(len(s.backends))
 	for b, bs := range s.backends {
@@ -684,6 +752,7 @@ func (s *simulation) result() *Result {
 	}
 	if s.cfg.KeepRecords {
 		res.Records = s.coll.Records()
+		res.Unfinished = s.coll.UnfinishedRecords()
 	}
 	return res
 }
