@@ -149,11 +149,11 @@ type simulation struct {
 	pending    workload.Request
 	clientSeed uint64
 	rng        *rand.Rand
-	sessions table[session]
-	nextSess uint64
-	attempts table[attempt]
-	nextID   uint64
-	coll     *metrics.Collector
+	sessions   table[session]
+	nextSess   uint64
+	attempts   table[attempt]
+	nextID     uint64
+	coll       *metrics.Collector
 	// sessionSeed seeds every session's own generator (with its id).
 	sessionSeed uint64
 	events      uint64
