@@ -8,4 +8,28 @@
 // and the four baselines, at 350 and 450 req/s on the heterogeneous fleet and
 // 450 and 550 req/s on the homogeneous one, seeds 1-3, 240 s of warm-up and
 // 240 s measured.
+//
+// # The SLO matrix
+//
+// RunSLOMatrix measures, for workload classes x policies x SLO tiers x
+// replicates, the sustainable rate: the highest constant request rate at
+// which P95 TTFT is within the SLO and at least 95% of requests succeed,
+// found by bisection (SustainableRate) as the Solyx AI Grid paper does
+// (sections 5.3-5.4, appendix A). Each step runs the class's open loop for
+// 30 s of warm-up, 45 s measured and 15 s of cool-down; the turns sent in
+// the measured window are the sample. Our reading of the paper's "cool-down
+// excluded from numerator and denominator": a turn still running when the
+// cool-down ends counts in neither the success rate's numerator nor its
+// denominator; but if it has no first token yet it enters the P95 TTFT at
+// the time it had waited (over 15 s, longer than any tier's SLO), so an
+// overloaded step cannot hide its slowest requests by leaving them
+// unfinished. Each step's raw figures (StepFigures) are kept.
+//
+// A Runner measures steps: SimRunner in the simulator; a live runner drives
+// a real fleet with the same StepSpec and turns its turn records into the
+// same figures with Figures. The three tiers of one class, policy and
+// replicate share the steps they have in common; those groups run in
+// parallel. A cell is the median over replicates with a percentile-bootstrap
+// interval, and counts only when the steps that decided it measured at least
+// 500 turns in all.
 package study

@@ -16,10 +16,10 @@ func newStudyCmd() *cobra.Command {
 		Short: "Run a named experiment and write its report",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("name a study: routing (see stargate study --help)")
+			return usagef("name a study: routing or slo-matrix (see stargate study --help)")
 		},
 	}
-	cmd.AddCommand(newRoutingCmd())
+	cmd.AddCommand(newRoutingCmd(), newSLOMatrixCmd())
 	return cmd
 }
 
