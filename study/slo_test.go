@@ -206,7 +206,9 @@ func TestSLOMatrixDefaultPolicies(t *testing.T) {
 	if got := strings.Join(m.Policies, ","); got != want {
 		t.Errorf("policies %s, want %s", got, want)
 	}
-	reg.Register("pressure", func(policy.Params, []policy.Backend, *rand.Rand) (policy.Policy, error) { return policy.LeastRequest{}, nil })
+	reg.Register("pressure", func(policy.Params, []policy.Backend, *rand.Rand) (policy.Policy, error) {
+		return policy.LeastRequest{}, nil
+	})
 	m, _ = RunSLOMatrix(context.Background(), SLOMatrixOptions{Fleet: fleet, Runner: k, Registry: reg,
 		Classes: []string{"rag_multidoc"}, Tiers: []int{2}, Steps: 1, Quick: true})
 	if got := strings.Join(m.Policies, ","); got != want+",pressure" {

@@ -95,7 +95,7 @@ type ClassInfo struct {
 	// CapacityRatio what a split by capacity gains over an equal split.
 	Capacity      float64 `json:"capacity"`
 	CapacityRatio float64 `json:"capacity_ratio"`
-	Sessions bool    `json:"sessions,omitempty"`
+	Sessions      bool    `json:"sessions,omitempty"`
 }
 
 // Search is one bisection: a class, tier, policy and replicate.
