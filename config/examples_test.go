@@ -107,3 +107,25 @@ func TestPresetShape(t *testing.T) {
 		t.Errorf("three-site: east->west %v, west->central %v one-way, %d routers in central", cfg.Latency[0][2], cfg.Latency[2][1], cfg.Regions[1].Routers)
 	}
 }
+
+// TestExampleFilesLoad: every fleet file in examples/ loads and builds a
+// simulation.
+func TestExampleFilesLoad(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "examples", "*.yaml"))
+	if err != nil || len(files) < 5 {
+		t.Fatalf("%d example files: %v", len(files), err)
+	}
+	for _, path := range files {
+		f, err := Load(path)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		if _, err := f.SimConfig(studyRun, policy.NewRegistry()); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+		if want := strings.TrimSuffix(filepath.Base(path), ".yaml"); f.Name != want {
+			t.Errorf("%s: name %q, want %q", path, f.Name, want)
+		}
+	}
+}

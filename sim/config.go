@@ -52,7 +52,9 @@ type Config struct {
 
 	// Class, when set, replaces the session model (Workload) with a
 	// workload class's open loop at RPS requests/s: requests arrive on the
-	// class's schedule whatever the fleet does with them.
+	// class's schedule whatever the fleet does with them. A class with a
+	// Lead runs that long before the warm-up (the windows and records are
+	// shifted by it).
 	Class *workload.Class
 
 	RPS     float64
@@ -131,8 +133,12 @@ func (c *Config) Validate(reg *policy.Registry) error {
 	if !(c.RPS > 0) || c.RPS > MaxRPS {
 		errs = append(errs, fmt.Errorf("rps must be > 0 and at most %d, got %v", MaxRPS, c.RPS))
 	}
+	var lead time.Duration
+	if c.Class != nil {
+		lead = c.Class.Lead
+	}
 	if c.Warmup < 0 || c.Measure <= 0 || c.Cooldown < 0 || max(c.Warmup, c.Measure, c.Cooldown) > MaxSimulated ||
-		c.Warmup+c.Measure+c.Cooldown > MaxSimulated {
+		lead+c.Warmup+c.Measure+c.Cooldown > MaxSimulated {
 		errs = append(errs, fmt.Errorf("warmup and cooldown must be >= 0 and measure > 0, together at most %v; got %v, %v and %v",
 			MaxSimulated, c.Warmup, c.Measure, c.Cooldown))
 	}

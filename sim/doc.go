@@ -32,7 +32,10 @@
 // before. A class's session (its affinity and prefix-cache key) connects
 // from one region and router, chosen by a seeded hash of its key; a request
 // marked Fresh reaches the engine without a session, so it neither reuses
-// nor leaves a cache entry.
+// nor leaves a cache entry. A turn that Follows waits, if the turn before it
+// in its conversation is still in flight, until that one ends. A class with
+// a Lead starts that long before the warm-up; records' times and the
+// windows are shifted by it.
 //
 // # Cool-down
 //

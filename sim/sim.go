@@ -100,13 +100,14 @@ type session struct {
 	id uint64
 	// key identifies the conversation to routers and prefix caches: id in
 	// the session model, the class's session in an open loop.
-	key    uint64
-	fresh  bool // the prompt shares no prefix with the session's earlier ones
-	ws     *workload.Session
-	region int
-	router int
-	turn   client.Turn
-	prompt workload.Turn
+	key     uint64
+	fresh   bool // the prompt shares no prefix with the session's earlier ones
+	follows bool // the conversation's next turn waits for this one
+	ws      *workload.Session
+	region  int
+	router  int
+	turn    client.Turn
+	prompt  workload.Turn
 }
 
 type backendState struct {
@@ -148,12 +149,17 @@ type simulation struct {
 	stream     *workload.Stream
 	pending    workload.Request
 	clientSeed uint64
-	rng        *rand.Rand
-	sessions   table[session]
-	nextSess   uint64
-	attempts   table[attempt]
-	nextID     uint64
-	coll       *metrics.Collector
+	lead       time.Duration // the class's Lead: its time zero on our clock
+	// busy counts the turns in flight per conversation of a class whose
+	// turns follow each other, and held keeps the turns that wait for them.
+	busy     map[uint64]int
+	held     map[uint64][]workload.Request
+	rng      *rand.Rand
+	sessions table[session]
+	nextSess uint64
+	attempts table[attempt]
+	nextID   uint64
+	coll     *metrics.Collector
 	// sessionSeed seeds every session's own generator (with its id).
 	sessionSeed uint64
 	events      uint64
@@ -197,11 +203,17 @@ func Run(ctx context.Context, cfg Config, reg *policy.Registry) (*Result, error)
 }
 
 func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
-	s := &simulation{cfg: cfg, end: cfg.Warmup + cfg.Measure + cfg.Cooldown,
+	// A class's lead runs before the warm-up: the simulated clock starts
+	// there, so that the class's time zero is at lead.
+	var lead time.Duration
+	if cfg.Class != nil {
+		lead = cfg.Class.Lead
+	}
+	s := &simulation{cfg: cfg, end: lead + cfg.Warmup + cfg.Measure + cfg.Cooldown, lead: lead,
 		rng:         rand.New(rand.NewPCG(subSeed(cfg.Seed, streamArrivals), 0)),
 		sessionSeed: subSeed(cfg.Seed, streamSessions),
 		// A hint only: capped so that a long window does not allocate up front.
-		coll: metrics.NewCollector(cfg.Warmup, cfg.Warmup+cfg.Measure, cfg.Client.TTFTSLO,
+		coll: metrics.NewCollector(lead+cfg.Warmup, lead+cfg.Warmup+cfg.Measure, cfg.Client.TTFTSLO,
 			int(min(1.05*cfg.RPS*cfg.Measure.Seconds(), 1<<18)))}
 	if cfg.Cooldown > 0 {
 		s.coll.SampleStarts()
@@ -212,6 +224,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
 		s.stream, s.pending, s.clientSeed = st, st.Next(), subSeed(cfg.Seed, streamClients)
+		s.busy, s.held = map[uint64]int{}, map[uint64][]workload.Request{}
 	} else {
 		arr, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), s.rng)
 		if err != nil {
@@ -261,7 +274,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		s.markStats(b)
 	}
 	if s.stream != nil {
-		s.q.push(event{at: s.pending.At, kind: evSessionArrive})
+		s.q.push(event{at: s.lead + s.pending.At, kind: evSessionArrive})
 	} else {
 		s.q.push(event{at: s.arrivals.Next(0), kind: evSessionArrive})
 	}
@@ -383,17 +396,30 @@ func (s *simulation) sessionArrive() {
 	s.nextTurn(ss)
 }
 
-// requestArrive starts the open loop's next request as a turn of its own.
-// A class's session keeps one region and router, chosen by a hash of its key.
+// requestArrive starts the open loop's next request as a turn of its own,
+// or holds it while the turn before it in its conversation is in flight.
 func (s *simulation) requestArrive() {
 	r := s.pending
 	s.pending = s.stream.Next()
-	s.q.push(event{at: s.pending.At, kind: evSessionArrive})
+	s.q.push(event{at: s.lead + s.pending.At, kind: evSessionArrive})
+	if r.Follows && s.busy[r.Session] > 0 {
+		s.held[r.Session] = append(s.held[r.Session], r)
+		return
+	}
+	s.startRequest(r)
+}
+
+// startRequest sends a request of the open loop now. A class's session
+// keeps one region and router, chosen by a hash of its key.
+func (s *simulation) startRequest(r workload.Request) {
+	if r.Follows {
+		s.busy[r.Session]++
+	}
 	s.nextSess++
 	h := mix.Mix64(r.Session ^ s.clientSeed)
 	region := s.regions[h%uint64(len(s.regions))]
 	rs := s.byRegion[region]
-	ss := &session{id: s.nextSess, key: r.Session, fresh: r.Fresh, region: region, router: rs[(h>>32)%uint64(len(rs))]}
+	ss := &session{id: s.nextSess, key: r.Session, fresh: r.Fresh, follows: r.Follows, region: region, router: rs[(h>>32)%uint64(len(rs))]}
 	s.sessions.put(ss.id, ss)
 	s.startTurn(ss, r.Turn)
 }
@@ -594,6 +620,28 @@ func (s *simulation) failAttempt(a *attempt, f client.Failure) {
 	}
 	s.coll.Add(ss.turn.Record)
 	s.sessions.del(ss.id) // a turn that fails after all its attempts ends its session
+	s.requestEnded(ss)
+}
+
+// requestEnded lets the next turn of an open-loop conversation go.
+func (s *simulation) requestEnded(ss *session) {
+	if !ss.follows {
+		return
+	}
+	k := ss.key
+	if s.busy[k]--; s.busy[k] > 0 {
+		return
+	}
+	delete(s.busy, k)
+	if q := s.held[k]; len(q) > 0 {
+		next := q[0]
+		if len(q) == 1 {
+			delete(s.held, k)
+		} else {
+			s.held[k] = q[1:]
+		}
+		s.startRequest(next)
+	}
 }
 
 func (s *simulation) endAttempt(a *attempt) {
@@ -607,6 +655,7 @@ func (s *simulation) endTurn(ss *session) {
 	s.coll.Add(ss.turn.Record)
 	if ss.ws == nil { // one request of an open loop
 		s.sessions.del(ss.id)
+		s.requestEnded(ss)
 		return
 	}
 	s.q.push(event{at: s.now + ss.ws.ThinkTime(), kind: evTurnStart, id: ss.id})

@@ -22,6 +22,10 @@ type Request struct {
 	// Fresh marks a prompt that shares no prefix with its session's earlier
 	// requests, so no prefix cache can serve any of it.
 	Fresh bool
+	// Follows marks a turn of a conversation: its user sends it no earlier
+	// than At and not before the session's previous request has ended (they
+	// read the answer first). A driver holds it until then.
+	Follows bool
 }
 
 // MaxClassRate bounds a class's request rate.
@@ -52,6 +56,12 @@ type Class struct {
 	BurstRate float64
 	// Sessions is true for classes whose requests come in conversations.
 	Sessions bool
+	// Lead is how long before time zero the class's stream begins (its
+	// first requests have a negative At). A conversation class starts its
+	// conversations one session length early, so that the number under way
+	// ramps up to the steady state by time zero, each with its earlier turns
+	// served (and cached) as in steady state. Zero for the other classes.
+	Lead time.Duration
 
 	newGen func(rate float64, rng *rand.Rand) generator
 }
@@ -74,7 +84,7 @@ func Classes() []Class {
 			Doc:              "Chat and Q&A: 512 +/- 200 prompt tokens (uniform), 128 output, one request per session, evenly spaced.",
 			MeanPromptTokens: 512, MeanOutputTokens: 128, MeanNewPromptTokens: 512,
 			newGen: single(512, 200, 128)},
-		{Name: "rapid_shift", Tiers: tiers(1500), DefaultRate: 20, Sessions: true,
+		{Name: "rapid_shift", Tiers: tiers(1500), DefaultRate: 20, Sessions: true, Lead: 7 * 4 * time.Second,
 			Doc: "Sessions of 8 requests 4 s apart whose shape changes half way: each a fresh 1,024-token prompt, " +
 				"asking 32 output tokens for the first four (prefill-heavy) and 512 for the last four (decode-heavy).",
 			MeanPromptTokens: 1024, MeanOutputTokens: 272, MeanNewPromptTokens: 1024,
@@ -96,7 +106,7 @@ func Classes() []Class {
 				return &spike{steady: constant{period: 1 / rate, shape: uniform(512, 200, 128), rng: rng},
 					first: 10 * time.Second, every: 30 * time.Second, size: 50}
 			}},
-		{Name: "multiturn", Tiers: tiers(3500), DefaultRate: 10, Sessions: true,
+		{Name: "multiturn", Tiers: tiers(3500), DefaultRate: 10, Sessions: true, Lead: 7 * 10 * time.Second,
 			Doc: "Conversations of 8 turns 10 s apart; each turn adds 2,048 tokens, so turn k's prompt is 2,048k tokens " +
 				"(16K at the eighth) and extends the previous turn's prompt and answer; 128 output tokens.",
 			MeanPromptTokens: 2048 * 4.5, MeanOutputTokens: 128, MeanNewPromptTokens: (2048 + 7*(2048-128)) / 8.0,
@@ -141,7 +151,8 @@ type Stream struct{ gen generator }
 
 // Stream starts the class's requests at rate req/s (the steady rate for a
 // class with bursts), drawing from a generator seeded by seed and the
-// class's name: the same class, rate and seed give the same requests.
+// class's name: the same class, rate and seed give the same requests. The
+// first request is at -Lead.
 func (c *Class) Stream(rate float64, seed uint64) (*Stream, error) {
 	if !(rate > 0) || rate > MaxClassRate {
 		return nil, fmt.Errorf("workload: class %s: rate must be > 0 and at most %d req/s, got %v", c.Name, MaxClassRate, rate)
@@ -226,24 +237,26 @@ func (g *spike) next() Request {
 
 // sessionTurns sends sessions of turns requests, gap apart, with session
 // starts evenly spaced at rate/turns, so the request rate is rate over any
-// window of one gap. Sessions are already under way at time zero (they
-// started before it), so the rate holds from the first second; only their
-// turns from time zero on are sent.
+// window of one gap once every turn index is under way. The first session
+// starts (turns-1) gaps before time zero (the class's Lead), so the rate
+// ramps up to that by time zero and holds from then on. Every turn Follows
+// the one before: a turn whose predecessor is still running waits for it,
+// so the rate holds as long as turns end within the gap.
 type sessionTurns struct {
 	spacing, gap float64 // seconds
 	shape        func(turn int) (prompt, output int, fresh bool)
 	nextJ        []int64 // per turn k, the session whose turn k comes next
-	firstJ       int64   // the earliest session that sends anything
+	firstJ       int64   // the first session
 }
 
 func sessions(turns int, gap time.Duration, shape func(int) (int, int, bool)) func(float64, *rand.Rand) generator {
 	return func(rate float64, _ *rand.Rand) generator {
 		g := &sessionTurns{spacing: float64(turns) / rate, gap: gap.Seconds(), shape: shape, nextJ: make([]int64, turns)}
+		// The first session starts at or after -(turns-1) gaps.
+		g.firstJ = int64(math.Ceil(-float64(turns-1)*g.gap/g.spacing - 1e-9))
 		for k := range g.nextJ {
-			// The first session whose turn k is at or after zero.
-			g.nextJ[k] = int64(math.Ceil(-float64(k)*g.gap/g.spacing - 1e-9))
+			g.nextJ[k] = g.firstJ
 		}
-		g.firstJ = g.nextJ[turns-1]
 		return g
 	}
 }
@@ -261,5 +274,5 @@ func (g *sessionTurns) next() Request {
 	g.nextJ[best]++
 	p, o, fresh := g.shape(best)
 	return Request{At: time.Duration(math.Round(g.time(j, best) * float64(time.Second))),
-		Session: uint64(j-g.firstJ) + 1, Turn: Turn{Index: best, PromptTokens: p, OutputTokens: o}, Fresh: fresh}
+		Session: uint64(j-g.firstJ) + 1, Turn: Turn{Index: best, PromptTokens: p, OutputTokens: o}, Fresh: fresh, Follows: true}
 }

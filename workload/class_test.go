@@ -34,23 +34,25 @@ func TestClassesMatchTheirDocs(t *testing.T) {
 			// New prompt tokens and requests of each session seen from its
 			// first turn.
 			newTokens, requests := map[uint64]int{}, map[uint64]int{}
-			prev := time.Duration(0)
+			prev := -c.Lead
 			last := map[uint64]Request{}
-			for {
+			for i := 0; ; i++ {
 				r := s.Next()
-				if r.At < prev {
-					t.Fatalf("request at %v after one at %v", r.At, prev)
+				if r.At < prev || (i == 0 && r.At != -c.Lead) {
+					t.Fatalf("request %d at %v after one at %v (lead %v)", i, r.At, prev, c.Lead)
 				}
 				if r.At >= horizon {
 					break
 				}
 				prev = r.At
-				if r.Session == 0 || r.PromptTokens < 1 || r.OutputTokens < 1 {
+				if r.Session == 0 || r.PromptTokens < 1 || r.OutputTokens < 1 || r.Follows != c.Sessions {
 					t.Fatalf("bad request %+v", r)
 				}
-				n++
-				prompt += float64(r.PromptTokens)
-				output += float64(r.OutputTokens)
+				if r.At >= 0 { // the lead ramps up; the rate holds from zero
+					n++
+					prompt += float64(r.PromptTokens)
+					output += float64(r.OutputTokens)
+				}
 				if p, ok := last[r.Session]; ok {
 					if r.Index != p.Index+1 {
 						t.Fatalf("session %d: turn %d after turn %d", r.Session, r.Index, p.Index)
@@ -64,7 +66,7 @@ func TestClassesMatchTheirDocs(t *testing.T) {
 					}
 				} else if r.Index == 0 {
 					requests[r.Session] = 0
-				} else if r.Index != 0 && r.At > 80*time.Second {
+				} else {
 					t.Fatalf("session %d starts with turn %d at %v", r.Session, r.Index, r.At)
 				}
 				if !c.Sessions && r.Index != 0 {
@@ -163,11 +165,19 @@ func TestMultiturnSessions(t *testing.T) {
 			t.Fatalf("session %d: turn %d at %v, %d tokens; its turn %d was at %v", r.Session, r.Index, r.At, r.PromptTokens, f.Index, f.At)
 		}
 	}
-	// Sessions under way at time zero send their later turns from the start.
+	// The lead ramps the conversations up: by time zero every turn index is
+	// under way, and one session a second sends one turn of each index
+	// every 10 s.
 	var atZero []int
 	s, _ = c.Stream(8, 1)
-	for r := s.Next(); r.At == 0; r = s.Next() {
-		atZero = append(atZero, r.Index)
+	r := s.Next()
+	if r.At != -70*time.Second || c.Lead != 70*time.Second {
+		t.Errorf("first request at %v, lead %v; want -70s and 70s", r.At, c.Lead)
+	}
+	for ; r.At <= 0; r = s.Next() {
+		if r.At == 0 {
+			atZero = append(atZero, r.Index)
+		}
 	}
 	if len(atZero) != 8 {
 		t.Errorf("turns at time zero: %v, want one of each of the 8", atZero)

@@ -30,5 +30,8 @@
 // "512 +/- 200" tokens is uniform on [312, 712]. Session classes start their
 // sessions evenly at rate/turns and pace the turns by a fixed gap, and
 // sessions are already under way at time zero, so the request rate holds
-// from the first second.
+// from the first second. A conversation's turn is never sent before the
+// previous one has ended (Request.Follows): a user reads the answer first.
+// So the rate holds while turns end within the gap, and falls below it,
+// as it does for real users, when they do not.
 package workload
