@@ -14,6 +14,7 @@ import (
 	"github.com/stargate-llm/stargate/client"
 	"github.com/stargate-llm/stargate/engine"
 	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/workload"
 )
@@ -271,5 +272,36 @@ func TestClassDeterministic(t *testing.T) {
 	b, _ := json.Marshal(classRun(t, "power-of-two", "adversarial_spike", 10))
 	if !bytes.Equal(a, b) {
 		t.Fatal("same class, config and seed gave different results")
+	}
+}
+
+// TestConversationTurnsDoNotOverlap: a conversation's turn waits for the one
+// before it, even when the fleet is too slow for the class's pace; and the
+// class's lead shifts the measured window.
+func TestConversationTurnsDoNotOverlap(t *testing.T) {
+	res := classRun(t, "round-robin", "multiturn", 12) // far past what small serves
+	lead := 70 * time.Second
+	byTurn := map[[2]uint64]metrics.TurnRecord{}
+	for _, r := range res.Records {
+		if r.Start < lead+30*time.Second || r.Start >= lead+75*time.Second {
+			t.Fatalf("turn outside the shifted window: %+v", r)
+		}
+		byTurn[[2]uint64{r.Session, uint64(r.Turn)}] = r
+	}
+	waited := 0
+	for key, r := range byTurn {
+		prev, ok := byTurn[[2]uint64{key[0], key[1] - 1}]
+		if !ok || key[1] == 0 {
+			continue
+		}
+		if r.Start < prev.End {
+			t.Fatalf("session %d: turn %d started at %v, before turn %d ended at %v", key[0], key[1], r.Start, key[1]-1, prev.End)
+		}
+		if r.Start-prev.Start > 10*time.Second {
+			waited++
+		}
+	}
+	if waited == 0 {
+		t.Error("no turn waited for the one before it on an overloaded fleet")
 	}
 }
