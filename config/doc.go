@@ -1,7 +1,8 @@
 // Package config turns YAML fleet files into the cores' own configuration
 // types, with defaults, strict decoding (an unknown key is an error, reported
-// with its line) and validation. It also holds the built-in fleets hetero and
-// homo of the routing study.
+// with its line) and validation. It also holds the built-in fleets: hetero
+// and homo of the routing study, and three-site, the SLO matrix's nine GPUs
+// in three sites (examples/ spells each out as a file).
 //
 // A fleet file looks like this (every section but regions is optional and
 // defaults to the routing study's values):

@@ -3,6 +3,7 @@ package config
 import (
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,48 @@ func TestPresetShape(t *testing.T) {
 	}
 	if _, ok := Preset("nope"); ok {
 		t.Error(`Preset("nope") found`)
+	}
+	// The SLO matrix's fleet: 4 + 3 + 2 one-GPU backends, the middle site on
+	// the older (half) GPUs, two routers per site.
+	f, _ := Preset("three-site")
+	cfg, err = f.SimConfig(studyRun, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var profiles []string
+	for _, b := range cfg.Backends {
+		if b.Workers != 1 {
+			t.Errorf("three-site: backend %s has %d GPUs, want 1", b.Name, b.Workers)
+		}
+		profiles = append(profiles, cfg.Regions[b.Region].Name+":"+b.Profile.Name)
+	}
+	want := "east:full east:full east:full east:full central:half central:half central:half west:full west:full"
+	if got := strings.Join(profiles, " "); got != want {
+		t.Errorf("three-site backends %s, want %s", got, want)
+	}
+	if cfg.Latency[0][2] != 12*time.Millisecond || cfg.Latency[2][1] != 7*time.Millisecond || cfg.Regions[1].Routers != 2 {
+		t.Errorf("three-site: east->west %v, west->central %v one-way, %d routers in central", cfg.Latency[0][2], cfg.Latency[2][1], cfg.Regions[1].Routers)
+	}
+}
+
+// TestExampleFilesLoad: every fleet file in examples/ loads and builds a
+// simulation.
+func TestExampleFilesLoad(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "examples", "*.yaml"))
+	if err != nil || len(files) < 5 {
+		t.Fatalf("%d example files: %v", len(files), err)
+	}
+	for _, path := range files {
+		f, err := Load(path)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		if _, err := f.SimConfig(studyRun, policy.NewRegistry()); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+		if want := strings.TrimSuffix(filepath.Base(path), ".yaml"); f.Name != want {
+			t.Errorf("%s: name %q, want %q", path, f.Name, want)
+		}
 	}
 }

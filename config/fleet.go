@@ -127,7 +127,7 @@ func baseName(p string) string {
 	return p
 }
 
-// Load reads a built-in fleet ("hetero", "homo") or a fleet file.
+// Load reads a built-in fleet (see PresetNames) or a fleet file.
 func Load(nameOrPath string) (*Fleet, error) {
 	if f, ok := Preset(nameOrPath); ok {
 		return f, nil
@@ -162,6 +162,11 @@ type Run struct {
 	Measure time.Duration
 	// Engine, if set, replaces the fleet's default engine profile.
 	Engine string
+	// Class, if set, names a workload class (see package workload) whose
+	// open loop replaces the fleet's sessions, at RPS.
+	Class string
+	// Cooldown runs on past the measured window (see sim.Config).
+	Cooldown time.Duration
 }
 
 // SimConfig builds the simulator's configuration and validates it.
@@ -186,7 +191,15 @@ func (f *Fleet) SimConfig(run Run, reg *policy.Registry) (sim.Config, error) {
 	}
 	def := profile("default profile", engineName)
 	cfg := sim.Config{ClientLatency: f.ClientLatency, Gateway: f.Gateway, Policy: run.Policy, Params: f.Policy,
-		Workload: f.Workload, Client: f.Client, RPS: run.RPS, Seed: run.Seed, Warmup: run.Warmup, Measure: run.Measure}
+		Workload: f.Workload, Client: f.Client, RPS: run.RPS, Seed: run.Seed, Warmup: run.Warmup, Measure: run.Measure,
+		Cooldown: run.Cooldown}
+	if run.Class != "" {
+		c, err := workload.ClassByName(run.Class)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		cfg.Class = c
+	}
 	index := make(map[string]int, len(f.Regions))
 	for i, r := range f.Regions {
 		if r.Name == "" {

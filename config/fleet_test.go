@@ -236,6 +236,18 @@ func TestErrors(t *testing.T) {
 			run:  &Run{Policy: "wow", RPS: 1, Measure: time.Second},
 			want: []string{`unknown policy "wow"`, "waw", "round-robin"},
 		},
+		{
+			name: "unknown workload class",
+			yaml: oneRegion,
+			run:  &Run{Policy: "waw", RPS: 1, Measure: time.Second, Class: "chat"},
+			want: []string{`unknown class "chat"`, "baseline_mixed"},
+		},
+		{
+			name: "negative cool-down",
+			yaml: oneRegion,
+			run:  &Run{Policy: "waw", RPS: 1, Measure: time.Second, Cooldown: -time.Second},
+			want: []string{"cooldown must be >= 0"},
+		},
 	}
 	reg := policy.NewRegistry()
 	for _, tt := range tests {
@@ -322,7 +334,7 @@ func TestLoadErrors(t *testing.T) {
 		{"too large", big, []string{big, "larger than the 4194304-byte limit"}},
 		{"empty", empty, []string{empty, "is empty"}},
 		{"unknown key", bad, []string{bad, "[7:1]", `unknown field "routerz"`}},
-		{"not a preset nor a file", "heterogeneous", []string{`fleet "heterogeneous" is neither a built-in fleet (hetero, homo, small) nor a file`}},
+		{"not a preset nor a file", "heterogeneous", []string{`fleet "heterogeneous" is neither a built-in fleet (hetero, homo, small, three-site) nor a file`}},
 		{"missing file in a directory", filepath.Join(dir, "nope.yaml"), []string{"nope.yaml", "hetero, homo"}},
 		{"directory", dir, []string{"reading fleet file"}},
 	}

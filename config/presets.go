@@ -13,7 +13,7 @@ var (
 )
 
 // PresetNames lists the built-in fleets.
-func PresetNames() []string { return []string{"hetero", "homo", "small"} }
+func PresetNames() []string { return []string{"hetero", "homo", "small", "three-site"} }
 
 // Preset returns a built-in fleet.
 func Preset(name string) (*Fleet, bool) {
@@ -25,6 +25,8 @@ func Preset(name string) (*Fleet, bool) {
 		gpus = heteroGPUs
 	case "homo":
 		gpus = homoGPUs
+	case "three-site":
+		return threeSite(), true
 	default:
 		return nil, false
 	}
@@ -52,5 +54,34 @@ func smallFleet() *Fleet {
 	f.Name = "small"
 	f.Regions = []RegionSpec{{Name: "local", Routers: 1,
 		Backends: []BackendFileSpec{{Name: "local-0", GPUs: 1}, {Name: "local-1", GPUs: 2}}}}
+	return &f
+}
+
+// threeSite is the SLO matrix's default fleet: three sites, nine GPUs, each
+// GPU its own backend (one engine behind one gateway, as the Solyx paper's
+// nine cells), two routers per site. Two sites run the newer GPU generation
+// (the full profile, twice the speed and KV of half), the third the older
+// one. Round trips are those between data centres a few hundred km apart on
+// the US east coast, like the paper's three sites.
+func threeSite() *Fleet {
+	f := defaultFleet()
+	f.Name = "three-site"
+	sites := []struct {
+		name    string
+		gpus    int
+		profile string
+		rtt     map[string]float64
+	}{
+		{"east", 4, "full", map[string]float64{"east": 1, "central": 12, "west": 24}},
+		{"central", 3, "half", map[string]float64{"east": 12, "central": 1, "west": 14}},
+		{"west", 2, "full", map[string]float64{"east": 24, "central": 14, "west": 1}},
+	}
+	for _, site := range sites {
+		rs := RegionSpec{Name: site.name, Routers: 2, RTTms: site.rtt}
+		for k := range site.gpus {
+			rs.Backends = append(rs.Backends, BackendFileSpec{Name: fmt.Sprintf("%s-%d", site.name, k), GPUs: 1, Profile: site.profile})
+		}
+		f.Regions = append(f.Regions, rs)
+	}
 	return &f
 }

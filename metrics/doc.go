@@ -15,5 +15,10 @@
 //   - Percentiles are over completed turns, nearest rank, and every summary
 //     says how many turns it counts.
 //
+// A run with a cool-down (it goes on past the window so that the window's
+// turns can end) measures the turns that started in the window instead of
+// those that ended in it (Collector.SampleStarts); those still running when
+// the run ends are counted as unfinished, apart from Turns.
+//
 // Records are written as NDJSON, one JSON object per line, times in seconds.
 package metrics

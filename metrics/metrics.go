@@ -37,11 +37,12 @@ func (r *TurnRecord) Good(slo time.Duration) bool { return r.Completed && r.TTFT
 // Collector gathers the turns of one measured window. It is not safe for
 // concurrent use.
 type Collector struct {
-	from, to time.Duration
-	byStart  bool
-	slo      time.Duration
-	started  int
-	records  []TurnRecord
+	from, to   time.Duration
+	slo        time.Duration
+	byStart    bool
+	started    int
+	records    []TurnRecord
+	unfinished []TurnRecord
 }
 
 // NewCollector measures turns in [from, to) against a TTFT SLO. expected is
@@ -52,6 +53,11 @@ func NewCollector(from, to, slo time.Duration, expected int) *Collector {
 
 func (c *Collector) in(t time.Duration) bool { return t >= c.from && t < c.to }
 
+// SampleStarts makes the collector keep the turns that started in the window
+// rather than those that ended in it, for a run that goes on past the window
+// so that its turns can end (a cool-down). Call it before adding records.
+func (c *Collector) SampleStarts() { c.byStart = true }
+
 // TurnStarted counts a turn that started at t.
 func (c *Collector) TurnStarted(t time.Duration) {
 	if c.in(t) {
@@ -59,25 +65,32 @@ func (c *Collector) TurnStarted(t time.Duration) {
 	}
 }
 
-// CountByStart makes the window select turns by when they started, not
-// when they ended: an open-loop run that drains after its window then counts
-// every turn that arrived in the window, the slowest ones included.
-func (c *Collector) CountByStart() { c.byStart = true }
-
-// Add keeps a record whose turn ended (or, see CountByStart, started) in the
-// window.
+// Add keeps a record whose turn ended in the window (started in it, with
+// SampleStarts).
 func (c *Collector) Add(r TurnRecord) {
-	at := r.End
+	t := r.End
 	if c.byStart {
-		at = r.Start
+		t = r.Start
 	}
-	if c.in(at) {
+	if c.in(t) {
 		c.records = append(c.records, r)
+	}
+}
+
+// Unfinished keeps the record of a turn still running when the run ended, if
+// it started in the window; it counts only with SampleStarts. Its End is
+// when the run ended and FirstToken is set if its current attempt has one.
+func (c *Collector) Unfinished(r TurnRecord) {
+	if c.byStart && c.in(r.Start) {
+		c.unfinished = append(c.unfinished, r)
 	}
 }
 
 // Records returns the kept records, in the order they ended.
 func (c *Collector) Records() []TurnRecord { return c.records }
+
+// UnfinishedRecords returns the records given to Unfinished.
+func (c *Collector) UnfinishedRecords() []TurnRecord { return c.unfinished }
 
 // Summary is a window's figures. Percentages are 0-100.
 type Summary struct {
@@ -96,11 +109,14 @@ type Summary struct {
 	TTFTP90S    float64 `json:"ttft_p90_s"`
 	TTFTP99S    float64 `json:"ttft_p99_s"`
 	TTFTCounted int     `json:"ttft_counted"`
+	// Unfinished counts measured turns still running at the end of the run
+	// (SampleStarts only); they are in neither Turns nor the percentiles.
+	Unfinished int `json:"unfinished,omitempty"`
 }
 
 // Summary computes the window's figures.
 func (c *Collector) Summary() Summary {
-	s := Summary{WindowS: (c.to - c.from).Seconds(), Started: c.started, Turns: len(c.records)}
+	s := Summary{WindowS: (c.to - c.from).Seconds(), Started: c.started, Turns: len(c.records), Unfinished: len(c.unfinished)}
 	ttfts := make([]float64, 0, len(c.records))
 	var prompt, cached int64
 	for i := range c.records {

@@ -42,6 +42,36 @@ func TestSummaryDefinitions(t *testing.T) {
 	}
 }
 
+// TestSampleStarts: with a cool-down, the turns that started in the window
+// are measured, wherever they end, and those still running are unfinished.
+func TestSampleStarts(t *testing.T) {
+	c := NewCollector(10*s, 20*s, 2*s, 0)
+	c.SampleStarts()
+	for _, at := range []time.Duration{9 * s, 10 * s, 15 * s, 19 * s, 21 * s} {
+		c.TurnStarted(at)
+	}
+	c.Add(TurnRecord{Start: 9 * s, FirstToken: 10 * s, End: 11 * s, Completed: true})  // started before
+	c.Add(TurnRecord{Start: 10 * s, FirstToken: 11 * s, End: 12 * s, Completed: true}) // in
+	c.Add(TurnRecord{Start: 19 * s, FirstToken: 22 * s, End: 24 * s, Completed: true}) // in, ends after the window
+	c.Add(TurnRecord{Start: 21 * s, FirstToken: 22 * s, End: 23 * s, Completed: true}) // started after
+	c.Unfinished(TurnRecord{Start: 15 * s, End: 30 * s})
+	c.Unfinished(TurnRecord{Start: 21 * s, End: 30 * s})
+	got := c.Summary()
+	if got.Started != 3 || got.Turns != 2 || got.Unfinished != 1 || got.Started != got.Turns+got.Unfinished ||
+		got.Good != 1 || got.TTFTP99S != 3 {
+		t.Errorf("summary %+v: want 3 started = 2 ended + 1 unfinished, 1 good, p99 3 s", got)
+	}
+	if u := c.UnfinishedRecords(); len(u) != 1 || u[0].Start != 15*s {
+		t.Errorf("unfinished records %+v", u)
+	}
+	// Without SampleStarts, unfinished turns are not kept.
+	plain := NewCollector(10*s, 20*s, 2*s, 0)
+	plain.Unfinished(TurnRecord{Start: 15 * s, End: 30 * s})
+	if plain.Summary().Unfinished != 0 {
+		t.Error("an end-sampling collector kept an unfinished turn")
+	}
+}
+
 func TestPercentileNearestRank(t *testing.T) {
 	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 	for _, tt := range []struct{ p, want float64 }{{0.5, 5}, {0.9, 9}, {0.99, 10}, {0, 1}, {1, 10}} {

@@ -180,6 +180,26 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 }
 
+func TestWriteMarkdown(t *testing.T) {
+	tab := Table{Title: "not written", Headers: []string{"policy", "rate"},
+		Rows: [][]string{{"a|b", "1.5"}, {"two\nlines", "20"}, {"short"}}}
+	var b bytes.Buffer
+	if err := tab.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "| policy | rate |\n|---|---:|\n| a\\|b | 1.5 |\n| two lines | 20 |\n| short |  |\n"
+	if b.String() != want {
+		t.Errorf("WriteMarkdown:\ngot:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	if err := (Table{}).WriteMarkdown(&b); err != nil || b.Len() != 0 {
+		t.Errorf("empty table: %q, %v", b.String(), err)
+	}
+	if err := tab.WriteMarkdown(failWriter{}); err == nil {
+		t.Error("WriteMarkdown: want error")
+	}
+}
+
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("boom") }

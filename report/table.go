@@ -147,3 +147,38 @@ func (t Table) WriteCSV(w io.Writer) error {
 	cw.Flush()
 	return cw.Error()
 }
+
+// WriteMarkdown writes t as a GitHub-flavoured Markdown table: the headers
+// (empty ones when there are none, as Markdown needs a header row), a
+// delimiter row that right-aligns numeric columns, and the rows. A '|' in a
+// cell is escaped and a line break becomes a space. The title is not written.
+func (t Table) WriteMarkdown(w io.Writer) error {
+	n := t.columns()
+	if n == 0 {
+		return nil
+	}
+	var b strings.Builder
+	line := func(cells []string) {
+		b.WriteByte('|')
+		for _, c := range pad(cells, n) {
+			c = strings.NewReplacer("|", `\|`, "\r\n", " ", "\n", " ", "\r", " ").Replace(c)
+			b.WriteString(" " + c + " |")
+		}
+		b.WriteByte('\n')
+	}
+	line(t.Headers)
+	b.WriteByte('|')
+	for _, num := range t.numericColumns(n) {
+		if num {
+			b.WriteString("---:|")
+		} else {
+			b.WriteString("---|")
+		}
+	}
+	b.WriteByte('\n')
+	for _, r := range t.Rows {
+		line(r)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

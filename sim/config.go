@@ -67,6 +67,13 @@ type Config struct {
 	Client   client.Config
 	Engine   engine.Options
 
+	// Class, when set, replaces the session model (Workload) with a
+	// workload class's open loop at RPS requests/s: requests arrive on the
+	// class's schedule whatever the fleet does with them. A class with a
+	// Lead runs that long before the warm-up (the windows and records are
+	// shifted by it).
+	Class *workload.Class
+
 	RPS  float64
 	Seed uint64
 
@@ -83,6 +90,11 @@ type Config struct {
 	BlockSize int
 	Warmup    time.Duration
 	Measure   time.Duration
+	// Cooldown, if positive, runs the fleet on for this long after the
+	// measured window, and the metrics cover the turns that started in the
+	// window (not those that ended in it); turns still running at the end
+	// are reported as unfinished.
+	Cooldown time.Duration
 
 	// KeepRecords keeps every measured turn's record in the result.
 	KeepRecords bool
@@ -221,8 +233,14 @@ func (c *Config) Validate(reg *policy.Registry) error {
 	} else if !(c.RPS > 0) || c.RPS > MaxRPS {
 		errs = append(errs, fmt.Errorf("rps must be > 0 and at most %d, got %v", MaxRPS, c.RPS))
 	}
-	if c.Warmup < 0 || c.Measure <= 0 || c.Warmup+c.Measure > MaxSimulated {
-		errs = append(errs, fmt.Errorf("warmup must be >= 0 and measure > 0, together at most %v; got %v and %v", MaxSimulated, c.Warmup, c.Measure))
+	var lead time.Duration
+	if c.Class != nil {
+		lead = c.Class.Lead
+	}
+	if c.Warmup < 0 || c.Measure <= 0 || c.Cooldown < 0 || max(c.Warmup, c.Measure, c.Cooldown) > MaxSimulated ||
+		lead+c.Warmup+c.Measure+c.Cooldown > MaxSimulated {
+		errs = append(errs, fmt.Errorf("warmup and cooldown must be >= 0 and measure > 0, together at most %v; got %v, %v and %v",
+			MaxSimulated, c.Warmup, c.Measure, c.Cooldown))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sim config: %w", err)

@@ -24,13 +24,35 @@
 // gateway's queue or engine at once (the cancel is not delayed by the
 // network in the simulator).
 //
+// # Workload classes (open loop)
+//
+// With Config.Class set, the session model gives way to the class's open
+// loop: each request of its Stream arrives at its time as a turn of its own
+// (with the client's attempts and retries), whatever happened to the ones
+// before. A class's session (its affinity and prefix-cache key) connects
+// from one region and router, chosen by a seeded hash of its key; a request
+// marked Fresh reaches the engine without a session, so it neither reuses
+// nor leaves a cache entry. A turn that Follows waits, if the turn before it
+// in its conversation is still in flight, until that one ends. A class with
+// a Lead starts that long before the warm-up; records' times and the
+// windows are shifted by it.
+//
+// # Cool-down
+//
+// With Config.Cooldown set, the run goes on for that long after the
+// measured window, and the metrics cover the turns that started in the
+// window wherever they end; those still running at the end are counted as
+// unfinished (Summary.Unfinished, Result.Unfinished).
+//
 // # Random streams
 //
-// Arrivals (and the region and router of each session), each session's turns
-// and each router's policy draw from separate seeded generators derived from
-// Config.Seed, so no two of them share a stream.
+// Arrivals (and the region and router of each session), each session's turns,
+// each router's policy, a class's request shapes and its sessions' regions
+// draw from separate seeded generators derived from Config.Seed, so no two
+// of them share a stream.
 //
-// The run ends at Warmup + Measure; metrics cover [Warmup, Warmup+Measure).
+// The run ends at Warmup + Measure (+ Cooldown); metrics cover
+// [Warmup, Warmup+Measure).
 //
 // # Open loop and pools
 //

@@ -26,6 +26,8 @@ const (
 	streamSessions
 	streamPolicies
 	streamFaults
+	streamClass   // a workload class's request shapes
+	streamClients // where a class's sessions connect
 )
 
 // subSeed derives a stream's seed from the run's seed. (Mix64 adds the
@@ -53,6 +55,9 @@ type Result struct {
 	// Routers is each router's view of the backends at the end of a run
 	// with telemetry.
 	Routers []RouterEnd `json:",omitempty"`
+	// Unfinished holds the measured turns still running at the end, when
+	// Config.KeepRecords and Config.Cooldown are set.
+	Unfinished []metrics.TurnRecord
 }
 
 // Dispatch is one attempt a router sent to a backend.
@@ -142,13 +147,20 @@ type attempt struct {
 	limit   int           // the context limit a refusal named
 }
 
+// session is a conversation of the session model, or one request of a
+// class's open loop (ws is nil).
 type session struct {
-	id  uint64
-	key uint64 // what the router's policy hashes: the session id, or a request's prefix
+	id uint64
+	// key identifies the conversation to routers and prefix caches: id in
+	// the session model, the class's session in an open loop, a hash of a
+	// trace request's leading block ids.
+	key uint64
 	req *workload.TraceRequest
-	// measured: an open-loop turn that arrived in the window; the run
-	// drains until none is left.
+	// measured: a trace turn that arrived in the window; the run drains
+	// until none is left.
 	measured bool
+	fresh    bool // the prompt shares no prefix with the session's earlier ones
+	follows  bool // the conversation's next turn waits for this one
 	ws       *workload.Session
 	region   int
 	router   int
@@ -212,6 +224,15 @@ type simulation struct {
 	byRegion [][]int // router indices per region
 	regions  []int   // regions with routers
 	arrivals *workload.Arrivals
+	// stream and pending: a class's open loop and its next request.
+	stream     *workload.Stream
+	pending    workload.Request
+	clientSeed uint64
+	lead       time.Duration // the class's Lead: its time zero on our clock
+	// busy counts the turns in flight per conversation of a class whose
+	// turns follow each other, and held keeps the turns that wait for them.
+	busy     map[uint64]int
+	held     map[uint64][]workload.Request
 	rng      *rand.Rand
 	sessions table[session]
 	nextSess uint64
@@ -252,10 +273,10 @@ type simulation struct {
 	arrivalsEnd time.Duration
 	stoppedAt   time.Duration
 	warm        [][]engine.Totals
-	track      bool // telemetry on: reports, probes, results to routers
-	faultRng   *rand.Rand
-	dispatches []Dispatch
-	marks      []Mark
+	track       bool // telemetry on: reports, probes, results to routers
+	faultRng    *rand.Rand
+	dispatches  []Dispatch
+	marks       []Mark
 
 	engineOut []engine.Event
 	admitted  []gateway.Request
@@ -280,18 +301,34 @@ func Run(ctx context.Context, cfg Config, reg *policy.Registry) (*Result, error)
 }
 
 func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
-	s := &simulation{cfg: cfg, end: cfg.Warmup + cfg.Measure,
+	// A class's lead runs before the warm-up: the simulated clock starts
+	// there, so that the class's time zero is at lead.
+	var lead time.Duration
+	if cfg.Class != nil {
+		lead = cfg.Class.Lead
+	}
+	s := &simulation{cfg: cfg, end: lead + cfg.Warmup + cfg.Measure + cfg.Cooldown, lead: lead,
 		rng:         rand.New(rand.NewPCG(subSeed(cfg.Seed, streamArrivals), 0)),
 		sessionSeed: subSeed(cfg.Seed, streamSessions),
 		// A hint only: capped so that a long window does not allocate up front.
-		coll: metrics.NewCollector(cfg.Warmup, cfg.Warmup+cfg.Measure, cfg.Client.TTFTSLO,
+		coll: metrics.NewCollector(lead+cfg.Warmup, lead+cfg.Warmup+cfg.Measure, cfg.Client.TTFTSLO,
 			int(min(1.05*cfg.RPS*cfg.Measure.Seconds(), 1<<18)))}
+	if cfg.Cooldown > 0 {
+		s.coll.SampleStarts()
+	}
 	if cfg.Requests != nil {
 		s.open, s.arrivalsEnd = true, s.end
-		s.coll.CountByStart()
+		s.coll.SampleStarts()
 		// Every measured turn ends within its attempts' timeouts and backoffs.
 		c := cfg.Client
 		s.end += time.Duration(c.MaxAttempts)*(c.AttemptTimeout+time.Duration(c.MaxAttempts)*c.RetryBackoff) + time.Second
+	} else if cfg.Class != nil {
+		st, err := cfg.Class.Stream(cfg.RPS, subSeed(cfg.Seed, streamClass))
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		s.stream, s.pending, s.clientSeed = st, st.Next(), subSeed(cfg.Seed, streamClients)
+		s.busy, s.held = map[uint64]int{}, map[uint64][]workload.Request{}
 	} else {
 		arr, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), s.rng)
 		if err != nil {
@@ -352,12 +389,15 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		s.channels[b] = make([]channel, len(cfg.Regions))
 		s.markStats(b)
 	}
-	if s.open {
+	switch {
+	case s.open:
 		s.pushRequest()
 		if cfg.Warmup > 0 {
 			s.q.push(event{at: cfg.Warmup, kind: evWarmupEnd})
 		}
-	} else {
+	case s.stream != nil:
+		s.q.push(event{at: s.lead + s.pending.At, kind: evSessionArrive})
+	default:
 		s.q.push(event{at: s.arrivals.Next(0), kind: evSessionArrive})
 	}
 	s.setupFaults()
@@ -422,16 +462,19 @@ func (s *simulation) next() event {
 func (s *simulation) handle(e *event) error {
 	switch e.kind {
 	case evSessionArrive:
-		if s.open {
+		switch {
+		case s.open:
+			s.traceArrive()
+		case s.stream != nil:
 			s.requestArrive()
-		} else {
+		default:
 			s.sessionArrive()
 		}
 	case evWarmupEnd:
 		s.snapshotWarm()
 	case evTurnStart:
 		if ss := s.sessions.get(e.id); ss != nil {
-			s.startTurn(ss)
+			s.nextTurn(ss)
 		}
 	case evAttemptStart:
 		if ss := s.sessions.get(e.id); ss != nil {
@@ -515,16 +558,16 @@ func (s *simulation) handle(e *event) error {
 func (s *simulation) sessionArrive() {
 	ss := s.newSession(s.rng)
 	s.q.push(event{at: s.arrivals.Next(s.now), kind: evSessionArrive})
-	s.startTurn(ss)
+	s.nextTurn(ss)
 }
 
-// requestArrive starts the next open-loop request: a session of one turn.
+// traceArrive starts the next trace request: a session of one turn.
 // Its router key is a hash of its first two block ids, so that requests that
 // share a prefix share an affinity policy's choice (two, because traces
 // often start every prompt with one common system-prompt block: in the
 // Mooncake conversation trace all 12,031 requests share their first block,
 // and at most 43 their first two); without block ids, its own id.
-func (s *simulation) requestArrive() {
+func (s *simulation) traceArrive() {
 	req := &s.cfg.Requests[s.nextReq]
 	s.nextReq++
 	s.nextSess++
@@ -543,7 +586,7 @@ func (s *simulation) requestArrive() {
 		s.live++
 	}
 	s.pushRequest()
-	s.startTurn(ss)
+	s.startTurn(ss, workload.Turn{PromptTokens: req.InputTokens, OutputTokens: max(req.OutputTokens, 1)})
 }
 
 // poolFor is the pool of the session's current turn (see PoolFor).
@@ -593,19 +636,50 @@ func (s *simulation) newSession(rng *rand.Rand) *session {
 	return ss
 }
 
-func (s *simulation) startTurn(ss *session) {
-	var t workload.Turn
-	if ss.req != nil {
-		t = workload.Turn{PromptTokens: ss.req.InputTokens, OutputTokens: max(ss.req.OutputTokens, 1)}
-	} else {
-		var ok bool
-		if t, ok = ss.ws.Next(); !ok {
-			s.sessions.del(ss.id)
-			return
-		}
+// requestArrive starts the open loop's next request as a turn of its own,
+// or holds it while the turn before it in its conversation is in flight.
+func (s *simulation) requestArrive() {
+	r := s.pending
+	s.pending = s.stream.Next()
+	s.q.push(event{at: s.lead + s.pending.At, kind: evSessionArrive})
+	if r.Follows && s.busy[r.Session] > 0 {
+		s.held[r.Session] = append(s.held[r.Session], r)
+		return
 	}
+	s.startRequest(r)
+}
+
+// startRequest sends a request of the open loop now. A class's session
+// keeps one region and router, chosen by a hash of its key.
+func (s *simulation) startRequest(r workload.Request) {
+	if r.Follows {
+		s.busy[r.Session]++
+	}
+	s.nextSess++
+	h := mix.Mix64(r.Session ^ s.clientSeed)
+	region := s.regions[h%uint64(len(s.regions))]
+	rs := s.byRegion[region]
+	ss := &session{id: s.nextSess, key: r.Session, fresh: r.Fresh, follows: r.Follows, region: region, router: rs[(h>>32)%uint64(len(rs))]}
+	s.sessions.put(ss.id, ss)
+	s.startTurn(ss, r.Turn)
+}
+
+func (s *simulation) nextTurn(ss *session) {
+	t, ok := ss.ws.Next()
+	if !ok {
+		s.sessions.del(ss.id)
+		return
+	}
+	s.startTurn(ss, t)
+}
+
+func (s *simulation) startTurn(ss *session, t workload.Turn) {
 	ss.prompt = t
-	ss.turn = s.cfg.Client.NewTurn(s.now, metrics.TurnRecord{Session: ss.id, Turn: t.Index, Region: ss.region,
+	session := ss.key
+	if ss.req != nil {
+		session = ss.id // a trace request's key is shared by the requests of one prefix
+	}
+	ss.turn = s.cfg.Client.NewTurn(s.now, metrics.TurnRecord{Session: session, Turn: t.Index, Region: ss.region,
 		Router: ss.router, PromptTokens: t.PromptTokens})
 	s.coll.TurnStarted(s.now)
 	s.sendAttempt(ss)
@@ -693,7 +767,11 @@ func (s *simulation) gatewayArrive(id uint64) {
 // submit hands an admitted attempt to the engine.
 func (s *simulation) submit(b int, a *attempt) {
 	bs := s.backends[b]
-	r := engine.Request{ID: a.id, Session: a.sess.id,
+	cacheKey := a.sess.key
+	if a.sess.fresh {
+		cacheKey = 0 // nothing to reuse, and nothing worth keeping
+	}
+	r := engine.Request{ID: a.id, Session: cacheKey,
 		PromptTokens: a.sess.prompt.PromptTokens, OutputTokens: a.sess.prompt.OutputTokens}
 	if req := a.sess.req; req != nil {
 		r.Session = 0 // no session cache: blocks, if the request names them
@@ -813,6 +891,28 @@ func (s *simulation) failAttempt(a *attempt, f client.Failure) {
 	}
 	s.coll.Add(ss.turn.Record)
 	s.endSession(ss) // a turn that fails after all its attempts ends its session
+	s.requestEnded(ss)
+}
+
+// requestEnded lets the next turn of an open-loop conversation go.
+func (s *simulation) requestEnded(ss *session) {
+	if !ss.follows {
+		return
+	}
+	k := ss.key
+	if s.busy[k]--; s.busy[k] > 0 {
+		return
+	}
+	delete(s.busy, k)
+	if q := s.held[k]; len(q) > 0 {
+		next := q[0]
+		if len(q) == 1 {
+			delete(s.held, k)
+		} else {
+			s.held[k] = q[1:]
+		}
+		s.startRequest(next)
+	}
 }
 
 func (s *simulation) endAttempt(a *attempt) {
@@ -824,8 +924,9 @@ func (s *simulation) endAttempt(a *attempt) {
 
 func (s *simulation) endTurn(ss *session) {
 	s.coll.Add(ss.turn.Record)
-	if ss.req != nil {
+	if ss.ws == nil { // one request of a trace or a class's open loop
 		s.endSession(ss)
+		s.requestEnded(ss)
 		return
 	}
 	s.q.push(event{at: s.now + ss.ws.ThinkTime(), kind: evTurnStart, id: ss.id})
@@ -956,6 +1057,13 @@ func (s *simulation) snapshotWarm() {
 }
 
 func (s *simulation) result() *Result {
+	s.sessions.each(func(ss *session) {
+		if !ss.turn.Done() {
+			rec := ss.turn.Record
+			rec.End = s.end
+			s.coll.Unfinished(rec)
+		}
+	})
 	res := &Result{Summary: s.coll.Summary(), Events: s.events}
 	per := s.coll.PerBackend(len(s.backends))
 	// Engine figures cover the run; an open-loop run's cover the measured
@@ -1008,6 +1116,7 @@ func (s *simulation) result() *Result {
 	}
 	if s.cfg.KeepRecords {
 		res.Records = s.coll.Records()
+		res.Unfinished = s.coll.UnfinishedRecords()
 	}
 	res.Dispatches, res.Marks = s.dispatches, s.marks
 	if s.track {

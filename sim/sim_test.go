@@ -14,6 +14,7 @@ import (
 	"github.com/stargate-llm/stargate/client"
 	"github.com/stargate-llm/stargate/engine"
 	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/workload"
 )
@@ -194,5 +195,113 @@ func TestRunsDoNotChangeResults(t *testing.T) {
 				t.Errorf("runs and single steps differ:\nruns  %s\nsteps %s", a, b)
 			}
 		})
+	}
+}
+
+// classRun is small's fleet under a workload class's open loop with the
+// SLO matrix's windows (30 s + 45 s + 15 s).
+func classRun(t *testing.T, pol, class string, rps float64) *Result {
+	t.Helper()
+	c, err := workload.ClassByName(class)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := small(pol, rps)
+	cfg.Class = c
+	cfg.Warmup, cfg.Measure, cfg.Cooldown = 30*time.Second, 45*time.Second, 15*time.Second
+	cfg.KeepRecords = true
+	return run(t, cfg)
+}
+
+// TestClassOpenLoop: the class's requests arrive at its rate whatever the
+// fleet does; the turns that started in the window are all accounted for
+// (ended or unfinished); an overloaded fleet leaves turns unfinished.
+func TestClassOpenLoop(t *testing.T) {
+	for _, tt := range []struct {
+		class      string
+		rps        float64
+		unfinished bool
+	}{{"baseline_mixed", 20, false}, {"code_heavy", 20, false}, {"very_long", 20, true}} {
+		t.Run(tt.class, func(t *testing.T) {
+			res := classRun(t, "least-request", tt.class, tt.rps)
+			s := res.Summary
+			if s.Started != int(tt.rps*45) {
+				t.Errorf("%d turns started in 45 s at %v req/s", s.Started, tt.rps)
+			}
+			if s.Started != s.Turns+s.Unfinished || len(res.Records) != s.Turns || len(res.Unfinished) != s.Unfinished {
+				t.Errorf("started %d != ended %d + unfinished %d (records %d, %d)", s.Started, s.Turns, s.Unfinished,
+					len(res.Records), len(res.Unfinished))
+			}
+			for _, r := range append(res.Records, res.Unfinished...) {
+				if r.Start < 30*time.Second || r.Start >= 75*time.Second || r.End > 90*time.Second {
+					t.Fatalf("turn outside the window: %+v", r)
+				}
+			}
+			if (s.Unfinished > 0) != tt.unfinished || (!tt.unfinished && s.SLOPct < 99) {
+				t.Errorf("%d unfinished, SLO %.1f%%; want unfinished turns: %v", s.Unfinished, s.SLOPct, tt.unfinished)
+			}
+			if s.ReusePct != 0 {
+				t.Errorf("single-request sessions reused %.1f%% of their prompts from cache", s.ReusePct)
+			}
+		})
+	}
+}
+
+// TestClassSessionsReuseCache: multiturn's sessions keep their router, so an
+// affinity policy finds their earlier turns in cache far more often than
+// round-robin; rapid_shift's fresh prompts reuse nothing under any policy.
+func TestClassSessionsReuseCache(t *testing.T) {
+	pulsar, rr := classRun(t, "pulsar-waw", "multiturn", 4), classRun(t, "round-robin", "multiturn", 4)
+	if pulsar.Summary.ReusePct < 60 || rr.Summary.ReusePct > pulsar.Summary.ReusePct-20 {
+		t.Errorf("multiturn reuse: pulsar-waw %.1f%%, round-robin %.1f%%", pulsar.Summary.ReusePct, rr.Summary.ReusePct)
+	}
+	routers := map[uint64]int{}
+	for _, r := range pulsar.Records {
+		if was, ok := routers[r.Session]; ok && was != r.Router {
+			t.Fatalf("session %d moved from router %d to %d", r.Session, was, r.Router)
+		}
+		routers[r.Session] = r.Router
+	}
+	if shift := classRun(t, "pulsar-waw", "rapid_shift", 10); shift.Summary.ReusePct != 0 {
+		t.Errorf("rapid_shift reused %.1f%%", shift.Summary.ReusePct)
+	}
+}
+
+func TestClassDeterministic(t *testing.T) {
+	a, _ := json.Marshal(classRun(t, "power-of-two", "adversarial_spike", 10))
+	b, _ := json.Marshal(classRun(t, "power-of-two", "adversarial_spike", 10))
+	if !bytes.Equal(a, b) {
+		t.Fatal("same class, config and seed gave different results")
+	}
+}
+
+// TestConversationTurnsDoNotOverlap: a conversation's turn waits for the one
+// before it, even when the fleet is too slow for the class's pace; and the
+// class's lead shifts the measured window.
+func TestConversationTurnsDoNotOverlap(t *testing.T) {
+	res := classRun(t, "round-robin", "multiturn", 12) // far past what small serves
+	lead := 70 * time.Second
+	byTurn := map[[2]uint64]metrics.TurnRecord{}
+	for _, r := range res.Records {
+		if r.Start < lead+30*time.Second || r.Start >= lead+75*time.Second {
+			t.Fatalf("turn outside the shifted window: %+v", r)
+		}
+		byTurn[[2]uint64{r.Session, uint64(r.Turn)}] = r
+	}
+	waited := 0
+	for key, r := range byTurn {
+		prev, ok := byTurn[[2]uint64{key[0], key[1] - 1}]
+		if !ok || key[1] == 0 {
+			continue
+		}
+		if r.Start < prev.End {
+			t.Fatalf("session %d: turn %d started at %v, before turn %d ended at %v", key[0], key[1], r.Start, key[1]-1, prev.End)
+		}
+		if r.Start-prev.Start > 10*time.Second {
+			waited++
+		}
+	}
+	if waited == 0 {
+		t.Error("no turn waited for the one before it on an overloaded fleet")
 	}
 }

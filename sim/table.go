@@ -27,6 +27,15 @@ func (t *table[T]) put(id uint64, v *T) {
 	t.items[id-t.base] = v
 }
 
+// each calls f for every live value, in id order.
+func (t *table[T]) each(f func(*T)) {
+	for _, v := range t.items[t.dead:] {
+		if v != nil {
+			f(v)
+		}
+	}
+}
+
 func (t *table[T]) del(id uint64) {
 	if id < t.base || id-t.base >= uint64(len(t.items)) {
 		return

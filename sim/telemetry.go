@@ -258,7 +258,7 @@ func (s *simulation) burst(i int) {
 	f := &s.cfg.Faults[i]
 	s.marks = append(s.marks, Mark{At: s.now, Backend: -1, What: "fault:burst"})
 	for range f.Count {
-		s.startTurn(s.newSession(s.faultRng))
+		s.nextTurn(s.newSession(s.faultRng))
 	}
 	if next := s.now + f.Every; f.Every > 0 && (f.Until == 0 || next < f.Until) {
 		s.q.push(event{at: next, kind: evBurst, a: int32(i)})

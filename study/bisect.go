@@ -9,9 +9,9 @@ import (
 // Probe is one step of a sustainable-rate search: the rate tried, whether
 // the system sustained it, and whatever figures the caller keeps for it.
 type Probe[T any] struct {
-	Rate    float64
-	Sustain bool
-	Figures T
+	Rate    float64 `json:"rate"`
+	Sustain bool    `json:"sustain"`
+	Figures T       `json:"figures"`
 }
 
 // SustainableRate finds, by bisection, the highest rate in [lo, hi] that

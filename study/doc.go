@@ -11,7 +11,7 @@
 //
 // Resilience runs the resilience study: the phases of ResiliencePhases on
 // ResilienceFleet for pressure and the baselines, through a PhaseRunner
-// (SimRunner; a live runner can take its place). Per run it measures, over
+// (SimPhaseRunner; a live runner can take its place). Per run it measures, over
 // the turns that ended in the span after the onset: success rate (completed
 // over ended turns), TTFT percentiles of completed turns, misroutes
 // (dispatches to a backend killed, hung or over its limit), the leak rate
@@ -24,4 +24,28 @@
 // hardware signals. Time to recover is the time until every later 5 s bin
 // has success >= 99% and p95 TTFT <= 1.5 x the pre-fault p95 + 0.25 s. Cells
 // give means over replicates with Student-t 95% intervals.
+//
+// # The SLO matrix
+//
+// RunSLOMatrix measures, for workload classes x policies x SLO tiers x
+// replicates, the sustainable rate: the highest constant request rate at
+// which P95 TTFT is within the SLO and at least 95% of requests succeed,
+// found by bisection (SustainableRate) as the Solyx AI Grid paper does
+// (sections 5.3-5.4, appendix A). Each step runs the class's open loop for
+// 30 s of warm-up, 45 s measured and 15 s of cool-down; the turns sent in
+// the measured window are the sample. Our reading of the paper's "cool-down
+// excluded from numerator and denominator": a turn still running when the
+// cool-down ends counts in neither the success rate's numerator nor its
+// denominator; but if it has no first token yet it enters the P95 TTFT at
+// the time it had waited (over 15 s, longer than any tier's SLO), so an
+// overloaded step cannot hide its slowest requests by leaving them
+// unfinished. Each step's raw figures (StepFigures) are kept.
+//
+// A Runner measures steps: SimRunner in the simulator; a live runner drives
+// a real fleet with the same StepSpec and turns its turn records into the
+// same figures with Figures. The three tiers of one class, policy and
+// replicate share the steps they have in common; those groups run in
+// parallel. A cell is the median over replicates with a percentile-bootstrap
+// interval, and counts only when the steps that decided it measured at least
+// 500 turns in all.
 package study

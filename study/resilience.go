@@ -118,8 +118,8 @@ type PhaseRunner interface {
 	RunPhases(ctx context.Context, specs []PhaseSpec, progress Progress) ([]PhaseRun, error)
 }
 
-// SimRunner runs phases in the simulator, Parallel at a time, through RunAll.
-type SimRunner struct {
+// SimPhaseRunner runs phases in the simulator, Parallel at a time, through RunAll.
+type SimPhaseRunner struct {
 	Registry *policy.Registry
 	Parallel int
 }
@@ -136,7 +136,7 @@ func resilienceRunSpec(ps PhaseSpec) RunSpec {
 }
 
 // RunPhases implements PhaseRunner.
-func (r SimRunner) RunPhases(ctx context.Context, specs []PhaseSpec, progress Progress) ([]PhaseRun, error) {
+func (r SimPhaseRunner) RunPhases(ctx context.Context, specs []PhaseSpec, progress Progress) ([]PhaseRun, error) {
 	rs := make([]RunSpec, len(specs))
 	for i, ps := range specs {
 		rs[i] = resilienceRunSpec(ps)
@@ -239,7 +239,7 @@ func Resilience(ctx context.Context, opts ResilienceOptions) (*ResilienceResults
 	}
 	runner := opts.Runner
 	if runner == nil {
-		runner = SimRunner{}
+		runner = SimPhaseRunner{}
 	}
 	runs, err := runner.RunPhases(ctx, specs, opts.Progress)
 	if err != nil {

@@ -13,18 +13,18 @@ import (
 )
 
 // shortRunner shortens every spec so the test stays quick.
-type shortRunner struct{ SimRunner }
+type shortRunner struct{ SimPhaseRunner }
 
 func (r shortRunner) RunPhases(ctx context.Context, specs []PhaseSpec, p Progress) ([]PhaseRun, error) {
 	for i := range specs {
 		specs[i].Onset, specs[i].Pre, specs[i].Post = 60*time.Second, 20*time.Second, 20*time.Second
 	}
-	return r.SimRunner.RunPhases(ctx, specs, p)
+	return r.SimPhaseRunner.RunPhases(ctx, specs, p)
 }
 
 func TestResilienceShort(t *testing.T) {
 	res, err := Resilience(context.Background(), ResilienceOptions{Replicates: 2, Phases: []string{"capability", "failover"},
-		Policies: []string{"pressure", "round-robin"}, Runner: shortRunner{SimRunner{Parallel: 2}}})
+		Policies: []string{"pressure", "round-robin"}, Runner: shortRunner{SimPhaseRunner{Parallel: 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}

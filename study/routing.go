@@ -139,14 +139,23 @@ func (r *Results) Table() report.Table {
 	return t
 }
 
-// RunsTable has one row per run.
+// RunsTable has one row per run, with a class column when some run has a
+// workload class.
 func RunsTable(runs []RunResult) report.Table {
+	classes := slices.ContainsFunc(runs, func(r RunResult) bool { return r.Class != "" })
 	t := report.Table{Headers: []string{"fleet", "policy", "rps", "seed", "engine", "offered", "goodput", "slo%", "reuse%",
 		"p50 s", "p99 s", "turns", "failures", "rejections", "wall s"}}
+	if classes {
+		t.Headers = slices.Insert(t.Headers, 1, "class")
+	}
 	for _, r := range runs {
-		t.Rows = append(t.Rows, []string{r.Fleet, r.Policy, f0(r.RPS), strconv.FormatUint(r.Seed, 10), r.Engine,
+		row := []string{r.Fleet, r.Policy, f0(r.RPS), strconv.FormatUint(r.Seed, 10), r.Engine,
 			f1(r.OfferedRPS), f1(r.GoodputRPS), f1(r.SLOPct), f1(r.ReusePct), f2(r.TTFTP50S), f2(r.TTFTP99S),
-			strconv.Itoa(r.Turns), strconv.Itoa(r.Failures), strconv.Itoa(r.Rejections), f2(r.WallS)})
+			strconv.Itoa(r.Turns), strconv.Itoa(r.Failures), strconv.Itoa(r.Rejections), f2(r.WallS)}
+		if classes {
+			row = slices.Insert(row, 1, r.Class)
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	return t
 }

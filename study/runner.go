@@ -19,14 +19,18 @@ import (
 
 // RunSpec is one simulation run.
 type RunSpec struct {
-	FleetName   string
-	Fleet       *config.Fleet
-	Policy      string
-	RPS         float64
-	Seed        uint64
-	Engine      string // engine profile name; empty keeps the fleet's
-	Warmup      time.Duration
-	Measure     time.Duration
+	FleetName string
+	Fleet     *config.Fleet
+	Policy    string
+	RPS       float64
+	Seed      uint64
+	Engine    string // engine profile name; empty keeps the fleet's
+	Warmup    time.Duration
+	Measure   time.Duration
+	Cooldown  time.Duration
+	// Class, if set, names the workload class whose open loop replaces the
+	// fleet's sessions.
+	Class       string
 	KeepRecords bool
 	// Requests, when set, replace the fleet's sessions with an open-loop
 	// request list (a trace replay); BlockSize is its tokens per block id.
@@ -49,6 +53,7 @@ type RunResult struct {
 	RPS    float64 `json:"rps"`
 	Seed   uint64  `json:"seed"`
 	Engine string  `json:"engine"`
+	Class  string  `json:"class,omitempty"`
 	metrics.Summary
 	Events   uint64              `json:"events"`
 	WallS    float64             `json:"wall_s"`
@@ -73,13 +78,10 @@ type Progress interface {
 // RunAll runs every spec, at most parallel at a time (0: one per CPU), and
 // returns the results in the specs' order. The first error stops the rest.
 func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel int, progress Progress) ([]RunResult, error) {
-	if parallel <= 0 {
-		parallel = runtime.GOMAXPROCS(0)
-	}
 	cfgs := make([]sim.Config, len(specs))
 	for i, s := range specs {
 		cfg, err := s.Fleet.SimConfig(config.Run{Policy: s.Policy, RPS: s.RPS, Seed: s.Seed,
-			Warmup: s.Warmup, Measure: s.Measure, Engine: s.Engine}, reg)
+			Warmup: s.Warmup, Measure: s.Measure, Cooldown: s.Cooldown, Engine: s.Engine, Class: s.Class}, reg)
 		if err != nil {
 			return nil, fmt.Errorf("%w %s: %w", ErrInvalidRun, s.Label(), err)
 		}
@@ -97,46 +99,65 @@ func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel
 		cfgs[i] = cfg
 	}
 	results := make([]RunResult, len(specs))
-	done := make(chan struct{}, len(specs))
+	err := forEach(ctx, len(specs), parallel, progress, func(ctx context.Context, i int) error {
+		start := time.Now()
+		res, err := sim.Run(ctx, cfgs[i], reg)
+		if err != nil {
+			return fmt.Errorf("run %s: %w", specs[i].Label(), err)
+		}
+		s := specs[i]
+		results[i] = RunResult{Fleet: s.FleetName, Policy: s.Policy, RPS: s.RPS, Seed: s.Seed,
+			Engine: engineName(s), Class: s.Class, Summary: res.Summary, Events: res.Events,
+			WallS: time.Since(start).Seconds(), Backends: res.Backends, Records: res.Records,
+			Dispatches: res.Dispatches, Marks: res.Marks, Routers: res.Routers}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// forEach calls job(ctx, i) for i in [0, n), at most parallel at a time (0:
+// one per CPU), telling progress as each one finishes. The first error
+// cancels the rest and is returned.
+func forEach(ctx context.Context, n, parallel int, progress Progress, job func(ctx context.Context, i int) error) error {
+	if parallel <= 0 {
+		parallel = runtime.GOMAXPROCS(0)
+	}
+	done := make(chan struct{}, n)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
-	for i := range specs {
+	for i := range n {
 		g.Go(func() error {
-			start := time.Now()
-			res, err := sim.Run(gctx, cfgs[i], reg)
-			if err != nil {
-				return fmt.Errorf("run %s: %w", specs[i].Label(), err)
+			if err := job(gctx, i); err != nil {
+				return err
 			}
-			s := specs[i]
-			results[i] = RunResult{Fleet: s.FleetName, Policy: s.Policy, RPS: s.RPS, Seed: s.Seed,
-				Engine: engineName(s), Summary: res.Summary, Events: res.Events,
-				WallS: time.Since(start).Seconds(), Backends: res.Backends, Records: res.Records,
-				Dispatches: res.Dispatches, Marks: res.Marks, Routers: res.Routers}
 			done <- struct{}{}
 			return nil
 		})
 	}
 	finished := make(chan error, 1)
 	go func() { finished <- g.Wait() }()
-	n := 0
+	count := 0
 	for {
 		select {
 		case <-done:
-			n++
+			count++
 			if progress != nil {
-				progress.Done(n, len(specs))
+				progress.Done(count, n)
 			}
 		case err := <-finished:
 			if err != nil {
-				return nil, err
+				return err
 			}
-			for ; n < len(specs); n++ {
+			for ; count < n; count++ {
 				<-done
 				if progress != nil {
-					progress.Done(n+1, len(specs))
+					progress.Done(count+1, n)
 				}
 			}
-			return results, nil
+			return nil
 		}
 	}
 }
@@ -152,5 +173,8 @@ func engineName(s RunSpec) string {
 
 // Label names a run in messages and file names.
 func (s RunSpec) Label() string {
+	if s.Class != "" {
+		return fmt.Sprintf("%s-%s-%s-%g-seed%d", s.FleetName, s.Class, s.Policy, s.RPS, s.Seed)
+	}
 	return fmt.Sprintf("%s-%s-%g-seed%d", s.FleetName, s.Policy, s.RPS, s.Seed)
 }

@@ -1,5 +1,6 @@
-// Package workload generates the routing study's traffic: growing multi-turn
-// sessions, seeded.
+// Package workload generates traffic, seeded: the routing study's growing
+// multi-turn sessions, the SLO matrix's workload classes, and readers of
+// recorded traces.
 //
 // A session has a system prompt (4,000 tokens by default) and a number of
 // turns drawn uniformly from [TurnsMin, TurnsMax] (5-40). Each turn adds a user
@@ -28,4 +29,21 @@
 // coefficient of variation b. ReadMooncake and ReadAzure read recorded
 // traces, TraceCDF turns a trace into a CDF and Retime scales a trace to
 // another mean rate.
+//
+// # Workload classes
+//
+// A Class is an open loop: its Stream sends requests on a schedule fixed by
+// the rate alone (evenly spaced, not Poisson, like a constant-rate load
+// generator), whatever the fleet does with them. The eight classes of the
+// SLO matrix (Classes) are baseline_mixed, rapid_shift, code_heavy,
+// adversarial_spike, multiturn, rag_multidoc, long_context and very_long;
+// each has a Doc string with its shapes and pace, three TTFT SLO tiers, and
+// the mean prompt and output tokens a capacity planner needs. A prompt of
+// "512 +/- 200" tokens is uniform on [312, 712]. Session classes start their
+// sessions evenly at rate/turns and pace the turns by a fixed gap, and
+// sessions are already under way at time zero, so the request rate holds
+// from the first second. A conversation's turn is never sent before the
+// previous one has ended (Request.Follows): a user reads the answer first.
+// So the rate holds while turns end within the gap, and falls below it,
+// as it does for real users, when they do not.
 package workload

@@ -62,6 +62,13 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"rate too high", []string{"sim", "--rps", "500000"}, "at most 100000"},
 		{"window too long", []string{"sim", "--measure", "48h"}, "together at most 24h"},
 		{"study without a name", []string{"study"}, "name a study"},
+		{"unknown class", []string{"sim", "--class", "chat"}, `unknown class "chat"`},
+		{"slo matrix: unknown policy", []string{"study", "slo-matrix", "--policies", "fastest"}, `unknown policy "fastest"`},
+		{"slo matrix: unknown class", []string{"study", "slo-matrix", "--classes", "chat"}, `unknown class "chat"`},
+		{"slo matrix: bad tier", []string{"study", "slo-matrix", "--tiers", "4"}, `--tiers: SLO tier "4"`},
+		{"slo matrix: no replicates", []string{"study", "slo-matrix", "--replicates", "0"}, "--replicates 0"},
+		{"slo matrix: too many steps", []string{"study", "slo-matrix", "--steps", "40"}, "bisection steps must be 1-30"},
+		{"slo matrix: missing fleet", []string{"study", "slo-matrix", "--fleet", filepath.Join(dir, "nope.yaml")}, "neither a built-in fleet"},
 		{"unknown command", []string{"simulate"}, "unknown command"},
 	}
 	for _, tt := range tests {
@@ -192,6 +199,68 @@ func TestStudyRoutingQuick(t *testing.T) {
 	wg, _, _ = get("homo", "waw")
 	if pg < 0.97*wg || pg > 1.03*wg {
 		t.Errorf("homo: pulsar-waw goodput %.1f vs waw %.1f; want within 3%%", pg, wg)
+	}
+}
+
+// TestStudySLOMatrixQuick runs a test-sized quick SLO matrix through the
+// command line and checks what it prints and writes.
+func TestStudySLOMatrixQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a quick SLO matrix")
+	}
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI(t, "study", "slo-matrix", "--quick", "--tiers", "2", "--steps", "4",
+		"--policies", "round-robin,least-request", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"baseline_mixed", "multiturn", "best/rr", "cap/rr", "round-robin's", "report.html"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, name := range []string{"results.json", "report.html", "table.txt", "table.md"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	var doc struct {
+		Searches []struct {
+			Class, Policy string
+			Probes        []struct {
+				Figures struct{ Sent int } `json:"figures"`
+			} `json:"probes"`
+		} `json:"searches"`
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Searches) != 4 {
+		t.Fatalf("results.json: %v, %d searches, want 4", err, len(doc.Searches))
+	}
+	for _, s := range doc.Searches {
+		if len(s.Probes) != 6 || s.Probes[0].Figures.Sent == 0 {
+			t.Errorf("%s %s: %d probes kept, want 6 with their figures", s.Class, s.Policy, len(s.Probes))
+		}
+	}
+}
+
+// TestSimClass runs a workload class through stargate sim.
+func TestSimClass(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "sim", "--fleet", "three-site", "--class", "code_heavy", "--policy", "least-request",
+		"--rps", "10", "--warmup", "10s", "--measure", "20s", "--cooldown", "10s", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var doc struct {
+		Runs []struct {
+			Class   string `json:"class"`
+			Started int    `json:"turns_started"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.Runs) != 1 {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if r := doc.Runs[0]; r.Class != "code_heavy" || r.Started != 200 {
+		t.Errorf("run %+v, want code_heavy with 200 turns started in 20 s at 10 req/s", r)
 	}
 }
 

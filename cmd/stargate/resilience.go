@@ -50,7 +50,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			start := time.Now()
 			res, err := study.Resilience(cmd.Context(), study.ResilienceOptions{Quick: quick, Replicates: replicates,
 				Phases: phases, Policies: policies, Progress: newProgress(cmd.ErrOrStderr(), "resilience study"),
-				Runner: study.SimRunner{Registry: reg, Parallel: parallel}})
+				Runner: study.SimPhaseRunner{Registry: reg, Parallel: parallel}})
 			if errors.Is(err, study.ErrBadOptions) {
 				return usageError{err}
 			}

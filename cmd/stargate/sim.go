@@ -22,9 +22,9 @@ func newSimCmd() *cobra.Command {
 	var (
 		fleets, policies, rates, seeds string
 		engineName, format, out        string
-		trace, traceFormat             string
+		trace, traceFormat, classes    string
 		traceRate                      float64
-		warmup, measure                time.Duration
+		warmup, measure, cooldown      time.Duration
 		parallel                       int
 	)
 	cmd := &cobra.Command{
@@ -33,7 +33,9 @@ func newSimCmd() *cobra.Command {
 		Long: `Simulate every combination of the given fleets, policies, rates and seeds,
 in parallel on all cores, and print one row (or JSON object) per run.
 
-Fleets are built-in (hetero, homo) or fleet files (see examples/).
+Fleets are built-in (hetero, homo, small, three-site) or fleet files (see
+examples/). With --class, a workload class's open loop (requests at a
+constant rate) replaces the fleet's sessions; classes: ` + strings.Join(workload.ClassNames(), ", ") + `.
 
 With --trace FILE the fleet replays a recorded trace instead of its sessions:
 every request at its recorded time (scaled to --trace-rate if given), one
@@ -43,6 +45,7 @@ after the warm-up and before its end are measured, each to its end; --measure
 defaults to the rest of the trace. --rps is then unused.`,
 		Example: `  stargate sim --fleet hetero --policy waw,pulsar-waw --rps 450
   stargate sim --fleet examples/homo.yaml --rps 450,550 --seed 1,2,3 --format json
+  stargate sim --fleet three-site --class baseline_mixed,very_long --policy round-robin,least-request --rps 5 --warmup 30s --measure 45s --cooldown 15s
   stargate sim --fleet examples/plan/trace-fleet.yaml --trace ../shared/traces/mooncake/conversation_trace.jsonl --policy least-request,pulsar-waw --warmup 300s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -83,20 +86,34 @@ defaults to the rest of the trace. --rps is then unused.`,
 			} else if traceRate != 0 || traceFormat != "auto" {
 				return usagef("--trace-rate and --trace-format need --trace")
 			}
+			if trace != "" && classes != "" {
+				return usagef("--trace and --class each replace the fleet's sessions; give one of them")
+			}
+			classList := splitList(classes)
+			if len(classList) == 0 {
+				classList = []string{""} // the fleet's sessions
+			}
+			for _, c := range classList {
+				if _, err := workload.ClassByName(c); c != "" && err != nil {
+					return usageError{err}
+				}
+			}
 			for _, fl := range splitList(fleets) {
 				fleet, err := config.Load(fl)
 				if err != nil {
 					return usageError{err}
 				}
-				for _, pol := range splitList(policies) {
-					if !reg.Has(pol) {
-						return usagef("unknown policy %q (known: %s)", pol, strings.Join(reg.Names(), ", "))
-					}
-					for _, rps := range rpsList {
-						for _, seed := range seedList {
-							specs = append(specs, study.RunSpec{FleetName: fleet.Name, Fleet: fleet, Policy: pol, RPS: rps,
-								Seed: seed, Engine: engineName, Warmup: warmup, Measure: measure, KeepRecords: out != "",
-								Requests: reqs, BlockSize: workload.MooncakeBlockSize})
+				for _, class := range classList {
+					for _, pol := range splitList(policies) {
+						if !reg.Has(pol) {
+							return usagef("unknown policy %q (known: %s)", pol, strings.Join(reg.Names(), ", "))
+						}
+						for _, rps := range rpsList {
+							for _, seed := range seedList {
+								specs = append(specs, study.RunSpec{FleetName: fleet.Name, Fleet: fleet, Policy: pol, RPS: rps,
+									Seed: seed, Engine: engineName, Warmup: warmup, Measure: measure, Cooldown: cooldown,
+									Class: class, KeepRecords: out != "", Requests: reqs, BlockSize: workload.MooncakeBlockSize})
+							}
 						}
 					}
 				}
@@ -133,13 +150,15 @@ defaults to the rest of the trace. --rps is then unused.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&fleets, "fleet", "hetero", "fleets: built-in names (hetero, homo) or fleet files, comma separated")
+	f.StringVar(&fleets, "fleet", "hetero", "fleets: built-in names ("+strings.Join(config.PresetNames(), ", ")+") or fleet files, comma separated")
+	f.StringVar(&classes, "class", "", "workload classes whose open loop replaces the fleet's sessions, comma separated (rps is then the class's request rate)")
 	f.StringVar(&policies, "policy", "pulsar-waw", "placement policies, comma separated (round-robin, random, least-request, power-of-two, waw, pulsar-waw, pulsar-waw-tps)")
 	f.StringVar(&rates, "rps", "450", "nominal request rates in req/s, comma separated")
 	f.StringVar(&seeds, "seed", "1", "random seeds, comma separated")
 	f.StringVar(&engineName, "engine", "", "engine profile replacing the fleet's default: half, full or a profile of the fleet file (backends with their own profile keep it)")
 	f.DurationVar(&warmup, "warmup", 240*time.Second, "warm-up before the measured window")
 	f.DurationVar(&measure, "measure", 240*time.Second, "length of the measured window")
+	f.DurationVar(&cooldown, "cooldown", 0, "run on this long after the window and measure the turns that started in it (0: those that ended in it)")
 	f.StringVar(&format, "format", "table", "output format: table, json or csv")
 	f.StringVar(&out, "out", "", "directory for results.json, table.txt and one NDJSON file of turn records per run")
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
