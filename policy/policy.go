@@ -252,30 +252,20 @@ func reject(reason string) Decision { return Decision{Kind: Reject, Backend: -1,
 
 func dispatch(b int) Decision { return Decision{Kind: Dispatch, Backend: b} }
 
-// Weigher is a policy that can say what share of new sessions each backend
-// gets: weights proportional to those shares, zero for a backend that gets
-// none.
-type Weigher interface {
-	Weights(views []View, out []float64) []float64
-}
-
-// Weights returns p's weights for views, or equal weights over the eligible
-// backends for a policy that is not a Weigher.
-func Weights(p Policy, views []View, out []float64) []float64 {
-	if w, ok := p.(Weigher); ok {
-		return w.Weights(views, out)
+// WeightsOf returns p's per-backend weights for views: its own if it is a
+// WeightReporter, else weight 1 for every eligible backend and 0 for the rest
+// (an equal share: what a policy without weights amounts to).
+func WeightsOf(p Policy, views []View) []BackendWeight {
+	if wr, ok := p.(WeightReporter); ok {
+		return wr.Weights(views, nil)
 	}
+	out := make([]BackendWeight, len(views))
 	for i := range views {
-		out = append(out, boolWeight(views[i].Eligible))
+		if views[i].Eligible {
+			out[i].Weight = 1
+		}
 	}
 	return out
-}
-
-func boolWeight(ok bool) float64 {
-	if ok {
-		return 1
-	}
-	return 0
 }
 
 // CapabilityAware is implemented by policies that want the router to hide,

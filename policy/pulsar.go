@@ -35,20 +35,25 @@ func (pw *PulsarWaW) useMeasured(views []View) bool {
 	return true
 }
 
-// Weights implements Weigher: the weight each eligible backend's scores use.
-func (pw *PulsarWaW) Weights(views []View, out []float64) []float64 {
+// Weights implements WeightReporter: the weight each eligible backend's
+// rendezvous scores use (its capacity, or its measured input TPS), 0 for the
+// others.
+func (pw *PulsarWaW) Weights(views []View, out []BackendWeight) []BackendWeight {
 	measured := pw.useMeasured(views)
 	for i := range views {
-		w := float64(views[i].Capacity)
-		if measured {
-			w = views[i].MaxInputTPS
+		var w BackendWeight
+		if views[i].Eligible {
+			w.Weight = views[i].Capacity
+			if measured {
+				w.Weight = int(math.Round(views[i].MaxInputTPS))
+			}
 		}
-		out = append(out, w*boolWeight(views[i].Eligible))
+		out = append(out, w)
 	}
 	return out
 }
 
-var _ Weigher = (*PulsarWaW)(nil)
+var _ WeightReporter = (*PulsarWaW)(nil)
 
 // Score is backend v's weighted rendezvous score for a session: higher ranks
 // first. With weights w_b, the share of sessions ranking b first is

@@ -434,13 +434,13 @@ func (s *Server) Backends() []BackendInfo {
 		return out
 	}
 	views := s.core.Views()
-	weights := policy.Weights(s.core.Policy(), views, nil)
+	weights := policy.WeightsOf(s.core.Policy(), views)
 	for i, b := range s.backends {
 		state := "ready"
 		if b.failed {
 			state = "failed"
 		}
-		out[i] = BackendInfo{Name: b.name, URL: b.url, Region: b.region, State: state, Static: b.static, Weight: weights[i],
+		out[i] = BackendInfo{Name: b.name, URL: b.url, Region: b.region, State: state, Static: b.static, Weight: float64(weights[i].Weight),
 			Pending: views[i].Pending, Queued: views[i].Queued, AgeS: time.Since(b.lastSeen).Seconds(), Stats: b.last,
 			Eligible: views[i].Eligible}
 	}
