@@ -38,7 +38,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 				if err != nil {
 					return usageError{err}
 				}
-				cfg.FenceKey = k.Secret
+				cfg.Key = k
 			}
 			srv, err := engine.New(cfg)
 			if err != nil {
@@ -58,7 +58,14 @@ clock. Tokens stream at the pace of the model's steps.`,
 	f.IntVar(&cfg.MaxModelLen, "max-model-len", cfg.MaxModelLen, "longest prompt plus output, in tokens")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the output text")
 	f.StringVar(&listen, "listen", "127.0.0.1:8001", "address to listen on")
-	f.StringVar(&fenceKey, "fence-key-file", "", "file holding the HMAC key (ID:SECRET) that signs idle fences for gateways (POST /admin/fence)")
+	f.StringVar(&fenceKey, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) that signs idle fences for gateways and checks operators' POST /admin/faults")
+	f.Float64Var(&cfg.Faults.ErrorRate, "fault-error-rate", 0, "operator fault: fail this share of requests with a 500")
+	f.BoolVar(&cfg.Faults.Hang, "fault-hang", false, "operator fault: accept requests and never answer")
+	f.IntVar(&cfg.Faults.MaxModelLen, "fault-max-model-len", 0, "operator fault: enforce this context limit while advertising --max-model-len")
+	f.Float64Var(&cfg.Faults.Slowdown, "fault-slowdown", 0, "operator fault: thermal throttle multiplying step cost (>= 1), ramping over --fault-ramp")
+	f.Float64Var(&cfg.Faults.HeatC, "fault-heat", 0, "operator fault: degrees the mock GPU temperature rises with the throttle")
+	f.DurationVar(&cfg.Faults.Ramp, "fault-ramp", 0, "operator fault: how long the thermal throttle takes to reach full strength")
+	f.BoolVar(&cfg.Faults.ExporterDead, "fault-exporter-dead", false, "operator fault: the mock DCGM exporter (GET /dcgm/metrics) answers 503")
 	return cmd
 }
 

@@ -108,6 +108,7 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 	f.StringVar(&listen, "listen", "127.0.0.1:9001", "address to listen on")
 	f.StringArrayVar(&cfg.Engines, "engine", nil, "engine base URL (repeat for one URL per GPU worker)")
 	f.IntVar(&cfg.Workers, "workers", 0, "workers behind a single engine URL (0: ask its /metrics, else 1)")
+	f.StringArrayVar(&cfg.DCGM, "dcgm-url", nil, "DCGM exporter metrics URL for hardware signals (repeatable; a stargate engine serves one at /dcgm/metrics)")
 	f.StringArrayVar(&cfg.Routers, "router", nil, "router base URL to send stats to (repeatable)")
 	f.StringVar(&cfg.ID, "id", cfg.ID, "backend name routers know this gateway by")
 	f.StringVar(&cfg.Region, "region", "", "region of this backend")

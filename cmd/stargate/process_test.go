@@ -98,7 +98,7 @@ func TestKillGatewayUnderLoad(t *testing.T) {
 	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--policy", "least-request", "--hmac-key-file", keyFile)
 	var gws []*process
 	for i := range 2 {
-		eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "1", "--fence-key-file", keyFile)
+		eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "1", "--hmac-key-file", keyFile)
 		gws = append(gws, startProcess(t, "gateway", "--listen", "127.0.0.1:0", "--engine", eng.url,
 			"--router", rt.url, "--id", fmt.Sprintf("gw-%d", i), "--hmac-key-file", keyFile))
 	}

@@ -89,7 +89,19 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, chat bool) (subm
 		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", err.Error())
 		return false
 	}
-	maxTokens := min(s.cfg.DefaultMaxTokens, s.cfg.MaxModelLen-prompt)
+	limit, fail, hang := s.faultsFor()
+	if hang {
+		select { // an injected hang: accept and never answer
+		case <-r.Context().Done():
+		case <-s.stopped:
+		}
+		return false
+	}
+	if fail {
+		openai.WriteError(w, http.StatusInternalServerError, "InternalServerError", "injected engine failure")
+		return false
+	}
+	maxTokens := min(s.cfg.DefaultMaxTokens, limit-prompt)
 	for _, v := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
 		if v != nil {
 			maxTokens = *v
@@ -103,10 +115,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, chat bool) (subm
 			return false
 		}
 	}
-	if maxTokens > s.cfg.MaxModelLen-prompt { // not prompt+maxTokens: that can overflow
+	if maxTokens > limit-prompt { // not prompt+maxTokens: that can overflow
 		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			s.cfg.MaxModelLen, uint64(prompt)+uint64(maxTokens), prompt, maxTokens))
+			limit, uint64(prompt)+uint64(maxTokens), prompt, maxTokens))
 		return false
 	}
 	worker := -1

@@ -25,8 +25,8 @@ type FenceMessage struct {
 // fence answers a gateway's idle fence for one worker: a signed statement
 // that the worker holds nothing, at the challenge's generation and nonce.
 func (s *Server) fence(w http.ResponseWriter, r *http.Request) {
-	if len(s.cfg.FenceKey) == 0 {
-		openai.WriteError(w, http.StatusNotFound, "NotFoundError", "this engine has no fence key; start it with --fence-key-file")
+	if len(s.cfg.Key.Secret) == 0 {
+		openai.WriteError(w, http.StatusNotFound, "NotFoundError", "this engine has no fence key; start it with --hmac-key-file")
 		return
 	}
 	var m FenceMessage
@@ -35,7 +35,7 @@ func (s *Server) fence(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := gateway.Challenge(m)
-	if !gateway.VerifyChallenge(s.cfg.FenceKey, c) {
+	if !gateway.VerifyChallenge(s.cfg.Key.Secret, c) {
 		openai.WriteError(w, http.StatusUnauthorized, "AuthenticationError", "the challenge's signature does not match this engine's fence key")
 		return
 	}
@@ -47,7 +47,7 @@ func (s *Server) fence(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, http.StatusConflict, "ConflictError", fmt.Sprintf("worker %d still holds %d requests; fence again when they end", c.Worker, n))
 		return
 	}
-	openai.WriteJSON(w, http.StatusOK, FenceMessage(gateway.SignIdle(s.cfg.FenceKey, c)))
+	openai.WriteJSON(w, http.StatusOK, FenceMessage(gateway.SignIdle(s.cfg.Key.Secret, c)))
 }
 
 // held is how many requests worker w runs or holds waiting.

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"math/rand/v2"
+
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/openai"
 	"net/http"
 	"sync"
@@ -24,10 +27,13 @@ type Config struct {
 	MaxBodyBytes int64
 	// DefaultMaxTokens is the output length when a request names none.
 	DefaultMaxTokens int
-	// FenceKey signs answers to a gateway's idle fence (POST /admin/fence);
-	// without it the endpoint answers 404 and a quarantined worker waits for
-	// an operator.
-	FenceKey []byte
+	// Key signs answers to a gateway's idle fence (POST /admin/fence) and
+	// checks an operator's signed calls (POST /admin/faults); without it
+	// those endpoints answer 404 and a quarantined worker waits for an
+	// operator at its gateway.
+	Key auth.Key
+	// Faults are injected from the start (see Faults).
+	Faults Faults
 }
 
 // DefaultConfig is one half-scale GPU serving "stargate-mock".
@@ -54,6 +60,9 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 || c.DefaultMaxTokens < 1 {
 		errs = append(errs, fmt.Errorf("max body bytes must be >= 0 and default max tokens >= 1, got %d and %d", c.MaxBodyBytes, c.DefaultMaxTokens))
 	}
+	if err := c.Faults.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("engine config: %w", err)
 	}
@@ -76,6 +85,12 @@ type Server struct {
 	metrics *metrics
 	events  []core.Event // scratch for advance
 	counts  Counts
+	admin   *auth.Verifier
+	faults  faultState
+	// lastBusy and lastDCGM are each worker's busy time and the time at the
+	// previous exporter scrape.
+	lastBusy []time.Duration
+	lastDCGM time.Duration
 }
 
 // Counts says how the engine's requests ended: every accepted request ends
@@ -136,6 +151,12 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, start: time.Now(), cl: cl, active: make(map[uint64]*stream),
 		poke: make(chan struct{}, 1), stopped: make(chan struct{})}
 	s.metrics = newMetrics(s)
+	s.lastBusy = make([]time.Duration, cfg.GPUs)
+	s.faults = faultState{Faults: cfg.Faults, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6661756c74))}
+	s.applyThermal(0)
+	if len(cfg.Key.Secret) > 0 {
+		s.admin = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
+	}
 	return s, nil
 }
 
@@ -169,6 +190,10 @@ func (s *Server) Run(ctx context.Context) {
 // ends (-1 if all workers are idle). Called with mu held.
 func (s *Server) advance(now time.Duration) time.Duration {
 	next := time.Duration(-1)
+	if f := &s.faults; f.Slowdown >= 1 && f.Ramp > 0 && now-f.since <= f.Ramp+time.Second {
+		s.applyThermal(now) // the throttle ramps in
+		next = now + 100*time.Millisecond
+	}
 	for w := range s.cl.Len() {
 		worker := s.cl.Worker(w)
 		for {
@@ -297,6 +322,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, false) })
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("POST /admin/fence", s.fence)
+	mux.HandleFunc("POST /admin/faults", s.adminFaults)
+	mux.HandleFunc("GET /dcgm/metrics", s.dcgm)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.Handle("GET /metrics", s.metrics.handler())
 	return mux

@@ -52,6 +52,9 @@ type Fleet struct {
 	Routers      []*router.Server
 	// GatewayURLs and EngineURLs are by backend.
 	GatewayURLs, EngineURLs []string
+	// Key is the HMAC key every service of the fleet shares, for an
+	// operator's signed admin calls.
+	Key auth.Key
 
 	servers []*http.Server
 	cancel  context.CancelFunc
@@ -76,6 +79,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		}
 	}()
 	key := auth.RandomKey("fleet")
+	f.Key = key
 	listen := func() (net.Listener, string, error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -115,7 +119,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 
 	for i, b := range cfg.Backends {
 		ec := engine.DefaultConfig()
-		ec.GPUs, ec.Profile, ec.Model, ec.Seed, ec.FenceKey = b.Workers, b.Profile, "stargate-mock", opts.Seed, key.Secret
+		ec.GPUs, ec.Profile, ec.Model, ec.Seed, ec.Key = b.Workers, b.Profile, "stargate-mock", opts.Seed, key
 		ec.MaxModelLen = min(b.Profile.KVTokens, MaxModelLen)
 		es, err := engine.New(ec)
 		if err != nil {
@@ -132,6 +136,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		}
 		gc := gateway.DefaultConfig()
 		gc.ID, gc.Region, gc.Engines, gc.Workers = b.Name, cfg.Regions[b.Region].Name, []string{f.EngineURLs[i]}, b.Workers
+		gc.DCGM = []string{f.EngineURLs[i] + "/dcgm/metrics"}
 		gc.Admission, gc.Routers, gc.Advertise, gc.Key, gc.Transport = cfg.Gateway, f.RouterURLs, f.GatewayURLs[i], key, tr
 		gc.Logger = opts.Logger
 		gs, err := gateway.New(gc)

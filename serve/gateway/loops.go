@@ -6,16 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	core "github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/serve/engine"
 	"github.com/stargate-llm/stargate/serve/wire"
+	"github.com/stargate-llm/stargate/telemetry"
+	"github.com/stargate-llm/stargate/telemetry/scrape"
 )
 
 // routerTarget is one router this gateway reports to.
@@ -131,10 +131,11 @@ func (s *Server) message(st *core.Stats, router string) wire.Stats {
 		Models: s.engine.models, MaxModelLen: s.engine.maxModelLen, Workers: len(s.workers), Quarantined: quarantined,
 		Capacity: st.Capacity, Active: st.Active, Waiting: st.Waiting, InputTPS: st.InputTPS, MaxInputTPS: st.MaxInputTPS,
 		Received: received, Completed: st.Completed, Rejected: st.Rejected, Cancelled: st.Cancelled,
-		Engine: em, Interval: s.cfg.Admission.HeartbeatInterval}
+		Engine: em, Interval: s.cfg.Admission.HeartbeatInterval, Signals: st.Signals, HardwareError: s.engine.hardwareErr}
 }
 
-// scrapeLoop reads the engine's /metrics every ScrapeInterval.
+// scrapeLoop reads the engine's /metrics (and the DCGM exporters) every
+// ScrapeInterval and attaches the signals to the stats.
 func (s *Server) scrapeLoop(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.ScrapeInterval)
 	defer tick.Stop()
@@ -148,37 +149,102 @@ func (s *Server) scrapeLoop(ctx context.Context) {
 	}
 }
 
-// scrape reads vLLM's load metrics (summed over the engine URLs) and, from a
-// stargate engine, its worker count.
+// scrape reads vLLM's (or SGLang's) load metrics, summed over the engine
+// URLs, and the DCGM exporters' GPU fields, and builds the telemetry
+// signals. It returns the worker count a stargate engine reports.
 func (s *Server) scrape(ctx context.Context) (workers int, err error) {
 	var em wire.EngineMetrics
+	sig := &telemetry.Signals{State: telemetry.Ready}
+	var ttft []scrape.Histogram
 	for _, base := range s.cfg.Engines {
-		fams, err := s.fetchMetrics(ctx, base)
+		body, err := s.get(ctx, base+"/metrics", scrape.MaxBytes)
+		var e scrape.Engine
+		if err == nil {
+			e, err = scrape.ParseEngine(bytes.NewReader(body))
+		}
 		if err != nil {
 			em.Error = err.Error()
 			break
 		}
-		em.Running += gauge(fams, "vllm:num_requests_running")
-		em.Waiting += gauge(fams, "vllm:num_requests_waiting")
-		em.KVUsage += gauge(fams, "vllm:kv_cache_usage_perc") / float64(len(s.cfg.Engines))
-		workers += int(gauge(fams, "stargate_engine_workers"))
+		em.Running += e.Running
+		em.Waiting += e.Waiting
+		em.KVUsage += e.KVFill / float64(len(s.cfg.Engines))
+		workers += engineWorkers(body)
+		if e.HasTTFT {
+			ttft = append(ttft, e.TTFT)
+		}
+	}
+	var gpus []telemetry.GPUValues
+	hwErr := ""
+	for _, u := range s.cfg.DCGM {
+		body, err := s.get(ctx, u, scrape.MaxBytes)
+		var g []telemetry.GPUValues
+		if err == nil {
+			g, err = scrape.ParseDCGM(bytes.NewReader(body))
+		}
+		if err != nil {
+			hwErr = err.Error()
+			gpus = nil
+			break
+		}
+		gpus = append(gpus, g...)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.engine.metrics = em
-	if em.Error == "" {
-		s.engine.scrapedAt = time.Now()
-	}
-	s.mu.Unlock()
 	if em.Error != "" {
 		return 0, fmt.Errorf("scraping the engine: %s", em.Error)
 	}
+	s.engine.scrapedAt = time.Now()
+	if s.adm == nil {
+		return workers, nil // not started: discovery only
+	}
+	now := s.now()
+	sig.At = now
+	sig.Running = int(em.Running)
+	sig.QueueDepth = int(em.Waiting) + s.adm.Waiting() + s.slots.Waiting()
+	sig.KVFill = em.KVUsage
+	sig.ErrorRate = s.errs.Rate(now)
+	sig.MaxModelLen = s.engine.maxModelLen
+	// p95 TTFT of the requests since the last scrape, over all engines.
+	if len(ttft) == len(s.prevTTFT) {
+		var worst float64
+		for i, h := range ttft {
+			if q, ok := h.Sub(s.prevTTFT[i]).Quantile(0.95); ok {
+				worst = max(worst, q)
+			}
+		}
+		sig.TTFTP95 = time.Duration(worst * float64(time.Second))
+	}
+	s.prevTTFT = ttft
+	telemetry.Hardware(sig, gpus)
+	s.engine.hardwareErr = hwErr
+	s.adm.SetSignals(now, sig)
 	return workers, nil
 }
 
-func (s *Server) fetchMetrics(ctx context.Context, base string) (map[string]float64, error) {
+// engineWorkers reads stargate_engine_workers from a stargate engine's
+// metrics text (0 from other engines).
+func engineWorkers(body []byte) int {
+	for _, line := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, "stargate_engine_workers"); ok {
+			fields := strings.Fields(rest)
+			if len(fields) == 0 {
+				continue
+			}
+			if n, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil && n >= 1 && n <= 1<<16 {
+				return int(n)
+			}
+		}
+	}
+	return 0
+}
+
+// get reads a URL's body, at most limit bytes.
+func (s *Server) get(ctx context.Context, url string, limit int64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -189,32 +255,14 @@ func (s *Server) fetchMetrics(ctx context.Context, base string) (map[string]floa
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/metrics answered %s", resp.Status)
+		return nil, fmt.Errorf("%s answered %s", url, resp.Status)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return nil, fmt.Errorf("/metrics is not Prometheus text: %w", err)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err == nil && int64(len(body)) > limit {
+		err = fmt.Errorf("%s: more than %d bytes", url, limit)
 	}
-	out := make(map[string]float64)
-	for name, f := range fams {
-		sum := 0.0
-		for _, m := range f.GetMetric() {
-			switch {
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			}
-		}
-		if !math.IsNaN(sum) && !math.IsInf(sum, 0) {
-			out[name] = sum
-		}
-	}
-	return out, nil
+	return body, err
 }
-
-func gauge(fams map[string]float64, name string) float64 { return fams[name] }
 
 // fenceLoop fences quarantined workers whose leases have drained.
 func (s *Server) fenceLoop(ctx context.Context) {

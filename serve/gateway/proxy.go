@@ -28,7 +28,8 @@ const (
 	ReasonClientCancelled   = "client_cancelled"
 	ReasonEngineUnreachable = "engine_unreachable"
 	ReasonEngineLost        = "engine_lost"
-	ReasonEngineStatus      = "engine_status"
+	ReasonEngineStatus      = "engine_error"
+	ReasonEngineRefused     = "engine_refused"
 	ReasonShutdown          = "shutting_down"
 )
 
@@ -288,8 +289,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 		}
 		switch {
 		case errors.Is(rerr, io.EOF):
-			if resp.StatusCode >= 400 {
+			if resp.StatusCode >= 500 {
 				s.finish(id, worker, 0, core.Completed, ReasonEngineStatus)
+			} else if resp.StatusCode >= 400 {
+				s.finish(id, worker, 0, core.Completed, ReasonEngineRefused) // the request's fault, not the engine's
 			} else {
 				s.finish(id, worker, prompt, core.Completed, "")
 			}
@@ -332,6 +335,9 @@ func (s *Server) finish(id uint64, worker, prompt int, o core.Outcome, reason st
 	s.wakeGrants(grants)
 	s.releaseAdmission(id, prompt)
 	delete(s.waits, id)
+	if reason != ReasonClientCancelled && reason != ReasonEngineRefused {
+		s.errs.Observe(s.now(), reason != "")
+	}
 	s.end(reason, true)
 	s.mu.Unlock()
 	s.pokeStats()

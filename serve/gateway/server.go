@@ -18,6 +18,8 @@ import (
 	core "github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/wire"
+	"github.com/stargate-llm/stargate/telemetry"
+	"github.com/stargate-llm/stargate/telemetry/scrape"
 )
 
 // Config describes one gateway.
@@ -27,6 +29,10 @@ type Config struct {
 	// Engines are the engine base URLs: one stargate engine (or any engine
 	// serving several workers behind one URL), or one URL per GPU worker.
 	Engines []string
+	// DCGM are the URLs of the backend's DCGM exporters' metrics (a
+	// stargate engine serves a mock one at /dcgm/metrics); none means no
+	// hardware signals.
+	DCGM []string
 	// Workers behind a single engine URL; zero asks the engine's /metrics
 	// (stargate_engine_workers) and falls back to 1.
 	Workers int
@@ -56,7 +62,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{ID: "gateway", Admission: core.DefaultConfig(), Slots: core.DefaultSlotsConfig(),
 		MaxBodyBytes: 8 << 20, UpstreamIdleTimeout: 60 * time.Second,
-		ScrapeInterval: time.Second, FenceInterval: 500 * time.Millisecond}
+		ScrapeInterval: 500 * time.Millisecond, FenceInterval: 500 * time.Millisecond}
 }
 
 // Validate reports what is wrong with a configuration.
@@ -68,7 +74,7 @@ func (c Config) Validate() error {
 	if len(c.Engines) == 0 {
 		errs = append(errs, errors.New("no engine URL; give --engine URL (repeat it for one URL per GPU worker)"))
 	}
-	for _, u := range append(append([]string{}, c.Engines...), c.Routers...) {
+	for _, u := range append(append(append([]string{}, c.Engines...), c.Routers...), c.DCGM...) {
 		if err := checkURL(u); err != nil {
 			errs = append(errs, err)
 		}
@@ -129,6 +135,8 @@ type Server struct {
 	counts   accounting
 	poke     chan struct{}
 	stopped  chan struct{}
+	errs     telemetry.ErrorRate
+	prevTTFT []scrape.Histogram
 	started  bool
 	admitBuf []core.Request
 }
@@ -145,6 +153,7 @@ type engineInfo struct {
 	maxModelLen int
 	metrics     wire.EngineMetrics
 	scrapedAt   time.Time
+	hardwareErr string
 }
 
 // New builds a gateway.
@@ -165,7 +174,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, start: time.Now(), log: cfg.Logger.With("gateway", cfg.ID), client: &http.Client{Transport: tr},
 		waits: make(map[uint64]*waiter), routerIx: make(map[string]int), poke: make(chan struct{}, 1),
-		stopped: make(chan struct{})}
+		stopped: make(chan struct{}), errs: telemetry.ErrorRate{HalfLife: 10 * time.Second}}
 	if len(cfg.Key.Secret) > 0 {
 		s.signer = auth.NewSigner(cfg.Key, cfg.ID)
 		s.ops = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)

@@ -4,11 +4,16 @@
 //
 // Backends come from a static list and from gateways' signed stats messages
 // (POST /v1/stargate/stats), which register a backend on first sight,
-// refresh its view, and serve as heartbeats: a backend without stats for
-// StaleAfter (3 heartbeat intervals, at least 1.5 s) is failed and takes no
-// new requests until its stats return. A gateway that restarts (a new boot
-// id) or a new backend rebuilds the placement core, and waiting requests are
-// placed again.
+// refresh its view and telemetry signals, and serve as heartbeats: the
+// router core's lifecycle (Config.Liveness) fails a backend whose last
+// message is older than the heartbeat TTL (1.5 s: three 500 ms heartbeats)
+// and restores it when its stats return; a refused connection fails it at
+// once. A static backend's heartbeat is its answered /health probe. Every
+// backend is probed every ProbeInterval for the RTT and jitter signals.
+// Operators drain and undrain a backend with POST
+// /admin/backends/{name}/drain and /undrain, signed with the HMAC key.
+// A gateway that restarts (a new boot id) or a new backend rebuilds the
+// placement core, and waiting requests are placed again.
 //
 // The session key is openai.SessionKey: X-Session-ID, else the body's user,
 // else a hash of the leading messages. Proxying follows DESIGN's rules:
@@ -18,8 +23,11 @@
 // first byte (503, 429, 502 or a refused connection) is retried on a backend
 // not yet tried, up to MaxAttempts; a client that goes away cancels the
 // upstream request; a failure after the first byte ends the stream with an
-// SSE error event. A prompt longer than a backend's max_model_len is never
-// sent there while another backend fits it.
+// SSE error event. A prompt longer than a backend's max_model_len (from its
+// stats, or learned from its context-length 400s, after which the request
+// tries another backend) is never sent there while another backend fits it.
+// The router core hears how every attempt ended, so errors, overload and
+// context-length refusals are separate signals.
 //
 // Every request the router accepts ends as exactly one of completed, failed
 // (with its reason) or rejected (with its reason); Counts and

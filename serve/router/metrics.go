@@ -29,10 +29,13 @@ var (
 	descPending  = prometheus.NewDesc("stargate_router_backend_pending", "This router's dispatches the backend's stats do not count yet.", []string{"backend"}, nil)
 	descWaiting  = prometheus.NewDesc("stargate_router_waiting", "Requests waiting at this router.", nil, nil)
 	descAuth     = prometheus.NewDesc("stargate_router_stats_rejected_total", "Stats messages rejected, by reason.", []string{"reason"}, nil)
+	descFallback = prometheus.NewDesc("stargate_telemetry_fallback", "1 when a backend's score runs without hardware signals (its DCGM source is missing).", []string{"backend"}, nil)
+	descErrRate  = prometheus.NewDesc("stargate_router_backend_error_rate", "Each backend's recent error rate as this router saw it.", []string{"backend"}, nil)
+	descRTT      = prometheus.NewDesc("stargate_router_backend_rtt_seconds", "Smoothed probe round trip to each backend.", []string{"backend"}, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRequests, descAccepted, descAttempts, descRetries, descBackends, descWeight, descPending, descWaiting, descAuth} {
+	for _, d := range []*prometheus.Desc{descRequests, descAccepted, descAttempts, descRetries, descBackends, descWeight, descPending, descWaiting, descAuth, descFallback, descErrRate, descRTT} {
 		ch <- d
 	}
 }
@@ -49,10 +52,17 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for r, n := range counts.Rejected {
 		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(n), "rejected", r)
 	}
-	states := map[string]int{"ready": 0, "failed": 0}
+	states := map[string]int{"loading": 0, "ready": 0, "draining": 0, "terminated": 0, "failed": 0}
 	for _, b := range c.s.Backends() {
 		states[b.State]++
-		ch <- prometheus.MustNewConstMetric(descWeight, prometheus.GaugeValue, b.Weight, b.Name)
+		ch <- prometheus.MustNewConstMetric(descWeight, prometheus.GaugeValue, float64(b.Weight), b.Name)
+		fb := 0.0
+		if b.Fallback {
+			fb = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descFallback, prometheus.GaugeValue, fb, b.Name)
+		ch <- prometheus.MustNewConstMetric(descErrRate, prometheus.GaugeValue, b.Status.ErrorRate, b.Name)
+		ch <- prometheus.MustNewConstMetric(descRTT, prometheus.GaugeValue, b.Status.RTT.Seconds(), b.Name)
 		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(b.Pending), b.Name)
 	}
 	for st, n := range states {

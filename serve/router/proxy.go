@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/stargate-llm/stargate/policy"
+	rcore "github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/serve/openai"
 	"github.com/stargate-llm/stargate/serve/wire"
 )
@@ -136,12 +137,18 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	session := openai.SessionKey(r.Header, req.User, lead)
-	s.route(w, r, body, session, prompt, req.Stream)
+	tokens := prompt
+	for _, v := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
+		if v != nil {
+			tokens = prompt + *v
+		}
+	}
+	s.route(w, r, body, session, prompt, tokens, req.Stream)
 }
 
 // route places the request and proxies it, retrying before the first byte on
 // backends not yet tried.
-func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, session uint64, prompt int, stream bool) {
+func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, session uint64, prompt, tokens int, stream bool) {
 	ctx := r.Context()
 	s.mu.Lock()
 	if s.core == nil {
@@ -161,7 +168,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 	s.mu.Unlock()
 	var last *attemptResult
 	for attempt := 0; attempt < s.cfg.MaxAttempts; attempt++ {
-		d, b, ok := s.decide(ctx, id, session, exclude)
+		d, b, ok := s.decide(ctx, id, session, tokens, exclude)
 		if !ok {
 			s.end(ReasonClientCancelled, true)
 			return
@@ -179,7 +186,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 			s.counts.Retries++
 		}
 		s.mu.Unlock()
-		res := s.attempt(ctx, w, r, b, body, stream)
+		res := s.attempt(ctx, w, r, b, body, stream, tokens)
+		s.report(b, res, tokens)
 		if res.done {
 			s.end(res.reason, true)
 			return
@@ -192,8 +200,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 			s.mu.Lock()
 			if b.index < len(s.backends) && s.backends[b.index].name == b.name {
 				s.core.Undispatch(b.index)
-				if bk := s.backends[b.index]; !bk.static && !bk.failed {
-					bk.failed = true
+				if bk := s.backends[b.index]; !bk.static && !bk.refused {
+					bk.refused = true
 					s.core.SetEligible(b.index, false)
 					s.log.Warn("backend failed: connection refused", "backend", b.name)
 				}
@@ -233,13 +241,13 @@ type target struct {
 
 // decide asks the core, waiting if the policy says so; ok is false if the
 // client went away first.
-func (s *Server) decide(ctx context.Context, id, session uint64, exclude []int) (policy.Decision, target, bool) {
+func (s *Server) decide(ctx context.Context, id, session uint64, tokens int, exclude []int) (policy.Decision, target, bool) {
 	s.mu.Lock()
-	d := s.core.RouteExcluding(s.now(), id, session, exclude)
+	d := s.core.RouteWith(s.now(), id, session, tokens, exclude)
 	var ch chan policy.Decision
 	if d.Kind == policy.Wait {
 		ch = make(chan policy.Decision, 1)
-		s.waits[id] = &waitEntry{session: session, exclude: exclude, ch: ch}
+		s.waits[id] = &waitEntry{session: session, tokens: tokens, exclude: exclude, ch: ch}
 		signal(s.timerSet)
 	}
 	s.mu.Unlock()
@@ -293,9 +301,55 @@ type attemptResult struct {
 	neverSent  bool
 	retryAfter string
 	msg        string
+	// status is the backend's answer (0 if none); limit the context length
+	// a context-length refusal named.
+	status int
+	limit  int
 }
 
-func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Request, b target, body []byte, stream bool) *attemptResult {
+// report tells the router core how an attempt ended: errors, overload and
+// context-length refusals are separate signals.
+func (s *Server) report(b target, res *attemptResult, tokens int) {
+	var r rcore.Result
+	switch {
+	case res.status == http.StatusBadRequest && res.limit >= 0 && !res.done:
+		r = rcore.Result{Kind: rcore.TooLong, Tokens: tokens, Limit: res.limit}
+	case res.done && (res.reason == "" || res.reason == ReasonClientCancelled):
+		r = rcore.Result{Kind: rcore.Succeeded}
+	case res.status == http.StatusServiceUnavailable || res.status == http.StatusTooManyRequests:
+		r = rcore.Result{Kind: rcore.Overloaded}
+	case res.done && res.status > 0 && res.status < 500:
+		return // the request's own fault (a 4xx): says nothing of the backend
+	default:
+		r = rcore.Result{Kind: rcore.Errored}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i, ok := s.core.Lookup(b.name); ok {
+		s.core.OnResult(s.now(), i, r)
+	}
+}
+
+// contextLimit reads the limit out of vLLM's context-length error message
+// ("This model's maximum context length is N tokens..."); -1 if the body is
+// not one.
+func contextLimit(body []byte) int {
+	i := bytes.Index(body, []byte("maximum context length is "))
+	if i < 0 {
+		return -1
+	}
+	rest := body[i+len("maximum context length is "):]
+	n := 0
+	for _, c := range rest {
+		if c < '0' || c > '9' || n > 1<<30 {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Request, b target, body []byte, stream bool, tokens int) *attemptResult {
 	up, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		return &attemptResult{neverSent: true, msg: err.Error()}
@@ -323,7 +377,15 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 	switch resp.StatusCode {
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway:
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
-		return &attemptResult{retryAfter: resp.Header.Get("Retry-After"), msg: fmt.Sprintf("backend %s: %s: %s", b.name, resp.Status, bytes.TrimSpace(msg))}
+		return &attemptResult{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), msg: fmt.Sprintf("backend %s: %s: %s", b.name, resp.Status, bytes.TrimSpace(msg))}
+	case http.StatusBadRequest:
+		// A context-length refusal teaches the router this backend's limit;
+		// another backend may still fit the request.
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 8192))
+		if limit := contextLimit(msg); limit >= 0 && s.anotherFits(b.index, tokens) {
+			return &attemptResult{status: resp.StatusCode, limit: limit, msg: fmt.Sprintf("backend %s: %s", b.name, bytes.TrimSpace(msg))}
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(msg))
 	}
 	for _, k := range []string{"Content-Type", "Cache-Control", "x-should-retry", "Retry-After"} {
 		if v := resp.Header.Get(k); v != "" {
@@ -336,6 +398,7 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if flusher != nil {
 		flusher.Flush()
 	}
+	res := attemptResult{status: resp.StatusCode, limit: -1}
 	buf := make([]byte, 32<<10)
 	streaming := stream && resp.Header.Get("Content-Type") == "text/event-stream"
 	sawError := false
@@ -344,7 +407,7 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 		if n > 0 {
 			sawError = sawError || (streaming && bytes.Contains(buf[:n], sseError))
 			if _, werr := w.Write(buf[:n]); werr != nil {
-				return &attemptResult{done: true, reason: ReasonClientCancelled}
+				return res.end(ReasonClientCancelled)
 			}
 			if flusher != nil {
 				flusher.Flush()
@@ -356,21 +419,39 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 		switch {
 		case errors.Is(rerr, io.EOF):
 			if resp.StatusCode >= 400 {
-				return &attemptResult{done: true, reason: ReasonBackendStatus}
+				return res.end(ReasonBackendStatus)
 			}
 			if sawError { // the backend ended the stream with an error event
-				return &attemptResult{done: true, reason: ReasonBackendLost}
+				return res.end(ReasonBackendLost)
 			}
-			return &attemptResult{done: true}
+			return res.end("")
 		case ctx.Err() != nil:
-			return &attemptResult{done: true, reason: ReasonClientCancelled}
+			return res.end(ReasonClientCancelled)
 		default:
 			if streaming {
 				writeStreamError(w, fmt.Sprintf("router: backend %s failed mid-stream: %v", b.name, rerr))
 			}
-			return &attemptResult{done: true, reason: ReasonBackendLost}
+			return res.end(ReasonBackendLost)
 		}
 	}
+}
+
+func (r attemptResult) end(reason string) *attemptResult {
+	r.done, r.reason = true, reason
+	return &r
+}
+
+// anotherFits reports whether a backend other than b may take a request of
+// tokens (its limit is unknown or large enough).
+func (s *Server) anotherFits(b, tokens int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, bk := range s.backends {
+		if i != b && (bk.last.MaxModelLen == 0 || tokens <= bk.last.MaxModelLen) {
+			return true
+		}
+	}
+	return false
 }
 
 // sseError starts an in-stream error event.

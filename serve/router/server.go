@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -48,17 +49,23 @@ type Config struct {
 	MaxTokensLimit int
 	// MaxAttempts bounds the backends one request tries before its first byte.
 	MaxAttempts int
-	// StaleAfter is how long a backend may go without stats before it counts
-	// as failed; zero means 3 of its heartbeat intervals (at least 1.5 s).
-	StaleAfter time.Duration
-	Logger     *slog.Logger
-	Transport  http.RoundTripper
+	// Liveness is the router core's lifecycle: the heartbeat TTL after
+	// which a silent backend is Failed, error-rate decay, path staleness and
+	// the capability filter.
+	Liveness rcore.Config
+	// ProbeInterval paces the RTT probes (GET /health) to every backend;
+	// a static backend's answered probe also counts as its heartbeat.
+	ProbeInterval time.Duration
+	Logger        *slog.Logger
+	Transport     http.RoundTripper
 }
 
 // DefaultConfig returns a router with DESIGN's policy defaults.
 func DefaultConfig() Config {
 	return Config{ID: "router-1", Policy: "pulsar-waw", Params: policy.DefaultParams(), Seed: 1,
-		MaxBodyBytes: 8 << 20, MaxMessages: 4096, MaxTokensLimit: 1 << 20, MaxAttempts: 3}
+		MaxBodyBytes: 8 << 20, MaxMessages: 4096, MaxTokensLimit: 1 << 20, MaxAttempts: 3,
+		Liveness:      rcore.Config{HeartbeatTTL: 1500 * time.Millisecond, PathStale: 5 * time.Second, Capability: true},
+		ProbeInterval: 500 * time.Millisecond}
 }
 
 // Validate reports what is wrong with a configuration.
@@ -89,8 +96,11 @@ func (c Config) Validate(reg *policy.Registry) error {
 	if len(c.Static) == 0 && len(c.Key.Secret) == 0 {
 		errs = append(errs, errors.New("no static backends and no HMAC key: gateways could never register; give --hmac-key-file or --backend"))
 	}
-	if c.MaxBodyBytes < 0 || c.MaxMessages < 1 || c.MaxTokensLimit < 1 || c.MaxAttempts < 1 || c.StaleAfter < 0 {
-		errs = append(errs, errors.New("body, message, max_tokens and attempt limits must be positive"))
+	if c.MaxBodyBytes < 0 || c.MaxMessages < 1 || c.MaxTokensLimit < 1 || c.MaxAttempts < 1 || c.ProbeInterval <= 0 {
+		errs = append(errs, errors.New("body, message, max_tokens and attempt limits and the probe interval must be positive"))
+	}
+	if err := c.Liveness.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("router config: %w", err)
@@ -105,7 +115,11 @@ type backend struct {
 	boot              string
 	last              wire.Stats
 	lastSeen          time.Time
-	failed            bool
+	// refused: a connection to it was refused; it takes nothing until its
+	// next stats message.
+	refused bool
+	// seq numbers a static backend's synthetic heartbeats.
+	seq uint64
 }
 
 // Server is a running router replica.
@@ -130,6 +144,7 @@ type Server struct {
 
 type waitEntry struct {
 	session uint64
+	tokens  int
 	exclude []int
 	ch      chan policy.Decision // capacity 1
 }
@@ -169,13 +184,17 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 
 func (s *Server) now() time.Duration { return time.Since(s.start) }
 
-// Run keeps the router's timers: waiting requests' deadlines and backend
-// liveness. It returns when ctx ends.
+// Run keeps the router's timers (waiting requests' deadlines, heartbeat
+// TTLs) and probes every backend. It returns when ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	live := time.NewTicker(100 * time.Millisecond)
 	defer live.Stop()
+	probe := time.NewTicker(s.cfg.ProbeInterval)
+	defer probe.Stop()
+	var probes sync.WaitGroup
+	defer probes.Wait()
 	for {
 		s.mu.Lock()
 		wait := time.Hour
@@ -191,7 +210,13 @@ func (s *Server) Run(ctx context.Context) {
 			return
 		case <-s.timerSet:
 		case <-live.C:
-			s.checkLiveness()
+			s.mu.Lock()
+			if s.core != nil {
+				s.core.Expire(s.now())
+			}
+			s.mu.Unlock()
+		case <-probe.C:
+			s.probeAll(ctx, &probes)
 		case <-timer.C:
 			s.mu.Lock()
 			if s.core != nil {
@@ -203,36 +228,62 @@ func (s *Server) Run(ctx context.Context) {
 	}
 }
 
-// checkLiveness fails backends whose stats stopped and restores those whose
-// stats came back.
-func (s *Server) checkLiveness() {
+// probeAll measures the round trip to every backend's /health, in parallel.
+func (s *Server) probeAll(ctx context.Context, wg *sync.WaitGroup) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	type target struct{ name, url string }
+	targets := make([]target, len(s.backends))
 	for i, b := range s.backends {
-		if b.static {
-			continue
-		}
-		stale := time.Since(b.lastSeen) > s.staleAfter(b)
-		if !stale && b.failed {
-			continue // failed on a refused connection: fresh stats restore it
-		}
-		if stale != b.failed {
-			b.failed = stale
-			s.core.SetEligible(i, !stale)
-			if stale {
-				s.log.Warn("backend failed: no stats", "backend", b.name, "for", time.Since(b.lastSeen).Round(time.Millisecond))
-			} else {
-				s.log.Info("backend back", "backend", b.name)
+		targets[i] = target{b.name, b.url}
+	}
+	s.mu.Unlock()
+	for _, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeInterval)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url+"/health", nil)
+			if err != nil {
+				return
 			}
-		}
+			start := time.Now()
+			resp, err := s.client.Do(req)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1024))
+			resp.Body.Close()
+			rtt := time.Since(start)
+			if resp.StatusCode != http.StatusOK {
+				return
+			}
+			s.probed(t.name, rtt)
+		}()
 	}
 }
 
-func (s *Server) staleAfter(b *backend) time.Duration {
-	if s.cfg.StaleAfter > 0 {
-		return s.cfg.StaleAfter
+// probed applies an answered probe: the path estimate, and for a static
+// backend a heartbeat.
+func (s *Server) probed(name string, rtt time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.core == nil {
+		return
 	}
-	return max(3*b.last.Interval, 1500*time.Millisecond)
+	i, ok := s.core.Lookup(name)
+	if !ok {
+		return
+	}
+	now := s.now()
+	s.core.OnProbe(now, i, rtt)
+	if b := s.backends[i]; b.static {
+		b.seq++
+		b.lastSeen = time.Now()
+		st := &core.Stats{Backend: i, Seq: b.seq, Capacity: b.last.Capacity, Received: []uint64{0}}
+		s.outBuf = s.core.OnStats(now, st, s.outBuf[:0])
+		s.deliver(s.outBuf)
+	}
 }
 
 // rebuild makes a new placement core over the current backends, as when one
@@ -243,21 +294,25 @@ func (s *Server) rebuild() error {
 	rb := make([]rcore.Backend, len(s.backends))
 	for i, b := range s.backends {
 		pb[i] = policy.Backend{Name: b.name, Key: policy.KeyOf(b.name)}
-		rb[i] = rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1)}
+		rb[i] = rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen}
 	}
 	pol, err := s.reg.New(s.cfg.Policy, s.cfg.Params, pb, rand.New(rand.NewPCG(s.cfg.Seed, uint64(len(pb)))))
 	if err != nil {
 		return fmt.Errorf("router %s: %w", s.cfg.ID, err)
 	}
-	c, err := rcore.New(0, pol, rb)
+	c, err := rcore.NewWith(0, pol, rb, s.cfg.Liveness)
 	if err != nil {
 		return fmt.Errorf("router %s: %w", s.cfg.ID, err)
 	}
 	now := s.now()
 	for i, b := range s.backends {
-		c.SetEligible(i, !b.failed)
-		if !b.static && b.last.Seq > 0 {
-			s.outBuf = c.OnStats(now, s.coreStats(i, &b.last), s.outBuf[:0])
+		c.SetEligible(i, !b.refused)
+		// Replay what each backend said last; one silent for longer than the
+		// TTL is left to expire.
+		if time.Since(b.lastSeen) <= s.cfg.Liveness.HeartbeatTTL || s.cfg.Liveness.HeartbeatTTL == 0 {
+			st := s.coreStats(i, &b.last)
+			st.Seq = 1
+			s.outBuf = c.OnStats(now, st, s.outBuf[:0])
 		}
 	}
 	s.core = c
@@ -268,7 +323,7 @@ func (s *Server) rebuild() error {
 	slices.Sort(ids)
 	for _, id := range ids {
 		w := s.waits[id]
-		if d := c.RouteExcluding(now, id, w.session, w.exclude); d.Kind != policy.Wait {
+		if d := c.RouteWith(now, id, w.session, w.tokens, w.exclude); d.Kind != policy.Wait {
 			w.ch <- d
 			delete(s.waits, id)
 		}
@@ -278,8 +333,8 @@ func (s *Server) rebuild() error {
 }
 
 func (s *Server) coreStats(i int, m *wire.Stats) *core.Stats {
-	return &core.Stats{Backend: i, Seq: m.Seq, Capacity: m.Capacity, Active: m.Active, Waiting: m.Waiting,
-		InputTPS: m.InputTPS, MaxInputTPS: m.MaxInputTPS, Received: []uint64{m.Received}}
+	return &core.Stats{Backend: i, Seq: m.Seq, Capacity: max(m.Capacity, 1), Active: m.Active, Waiting: m.Waiting,
+		InputTPS: m.InputTPS, MaxInputTPS: m.MaxInputTPS, Received: []uint64{m.Received}, Signals: m.Signals}
 }
 
 // deliver hands decisions about waiting requests to their handlers. Called
@@ -311,6 +366,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", s.met.handler())
 	mux.HandleFunc("GET /v1/stargate/backends", s.listBackends)
 	mux.HandleFunc("POST "+wire.PathStats, s.stats)
+	mux.HandleFunc("POST /admin/backends/{name}/drain", func(w http.ResponseWriter, r *http.Request) { s.drain(w, r, true) })
+	mux.HandleFunc("POST /admin/backends/{name}/undrain", func(w http.ResponseWriter, r *http.Request) { s.drain(w, r, false) })
 	return mux
 }
 
@@ -354,14 +411,15 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		rebuild = rebuild || b.boot != "" // a restarted gateway counts from zero again
 		b.boot = msgID.Boot
 	}
-	if b.last.Capacity != m.Capacity {
+	if b.last.Capacity != m.Capacity || b.last.MaxModelLen != m.MaxModelLen {
 		rebuild = true
 	}
 	b.url, b.region, b.last, b.lastSeen = strings.TrimRight(m.URL, "/"), m.Region, m, time.Now()
-	if b.failed {
-		b.failed = false
-		rebuild = true
+	if b.refused && !rebuild {
+		b.refused = false
+		s.core.SetEligible(i, true)
 	}
+	b.refused = false
 	if rebuild {
 		if err := s.rebuild(); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -372,6 +430,41 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		s.deliver(s.outBuf)
 	}
 	writeJSON(w, http.StatusOK, wire.StatsReply{Router: s.cfg.ID})
+}
+
+// drain stops (or resumes) new requests to a backend on an operator's
+// signed request; a draining backend finishes what it holds.
+func (s *Server) drain(w http.ResponseWriter, r *http.Request, on bool) {
+	if s.verify == nil {
+		http.Error(w, "this router has no HMAC key; start it with --hmac-key-file to use the admin API", http.StatusNotFound)
+		return
+	}
+	if _, _, err := s.verify.Verify(r, 1<<10); err != nil {
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	name := r.PathValue("name")
+	s.mu.Lock()
+	var err error
+	i, ok := -1, false
+	if s.core != nil {
+		i, ok = s.core.Lookup(name)
+	}
+	switch {
+	case !ok:
+		err = fmt.Errorf("no backend %q", name)
+	case on:
+		err = s.core.Drain(s.now(), i)
+	default:
+		err = s.core.Undrain(s.now(), i)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	s.log.Info("operator drain", "backend", name, "drain", on)
+	writeJSON(w, http.StatusOK, map[string]any{"backend": name, "draining": on})
 }
 
 func checkStats(m *wire.Stats, sender string) error {
@@ -388,11 +481,12 @@ func checkStats(m *wire.Stats, sender string) error {
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	states := s.Backends()
 	s.mu.Lock()
 	seen := map[string]int{}
 	var order []string
-	for _, b := range s.backends {
-		if b.failed {
+	for i, b := range s.backends {
+		if i < len(states) && states[i].State != "ready" {
 			continue
 		}
 		for _, m := range b.last.Models {
@@ -412,17 +506,26 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 
 // BackendInfo is one entry of GET /v1/stargate/backends.
 type BackendInfo struct {
-	Name     string     `json:"name"`
-	URL      string     `json:"url"`
-	Region   string     `json:"region,omitempty"`
-	State    string     `json:"state"`
-	Static   bool       `json:"static,omitempty"`
-	Weight   float64    `json:"weight"`
-	Pending  int        `json:"pending"`
-	Queued   int        `json:"queued"`
-	AgeS     float64    `json:"last_stats_age_s"`
-	Stats    wire.Stats `json:"stats"`
-	Eligible bool       `json:"eligible"`
+	Name   string `json:"name"`
+	URL    string `json:"url"`
+	Region string `json:"region,omitempty"`
+	// State is the lifecycle state: loading, ready, draining, terminated or
+	// failed.
+	State  string `json:"state"`
+	Static bool   `json:"static,omitempty"`
+	// Weight is the policy's current weight (equal weights for policies
+	// without their own); Fallback says its score ran without hardware
+	// signals.
+	Weight   int                  `json:"weight"`
+	Fallback bool                 `json:"telemetry_fallback"`
+	Policy   policy.BackendWeight `json:"policy_weight"`
+	Pending  int                  `json:"pending"`
+	Queued   int                  `json:"queued"`
+	AgeS     float64              `json:"last_stats_age_s"`
+	Eligible bool                 `json:"eligible"`
+	Refused  bool                 `json:"connection_refused,omitempty"`
+	Status   rcore.BackendStatus  `json:"status"`
+	Stats    wire.Stats           `json:"stats"`
 }
 
 // Backends lists the router's backends as GET /v1/stargate/backends does.
@@ -433,16 +536,15 @@ func (s *Server) Backends() []BackendInfo {
 	if s.core == nil {
 		return out
 	}
+	now := s.now()
 	views := s.core.Views()
 	weights := policy.WeightsOf(s.core.Policy(), views)
+	status := s.core.Backends(now)
 	for i, b := range s.backends {
-		state := "ready"
-		if b.failed {
-			state = "failed"
-		}
-		out[i] = BackendInfo{Name: b.name, URL: b.url, Region: b.region, State: state, Static: b.static, Weight: float64(weights[i].Weight),
-			Pending: views[i].Pending, Queued: views[i].Queued, AgeS: time.Since(b.lastSeen).Seconds(), Stats: b.last,
-			Eligible: views[i].Eligible}
+		out[i] = BackendInfo{Name: b.name, URL: b.url, Region: b.region, State: status[i].StateName, Static: b.static,
+			Weight: weights[i].Weight, Fallback: weights[i].Fallback || (b.last.Signals != nil && !b.last.Signals.Hardware),
+			Policy: weights[i], Pending: views[i].Pending, Queued: views[i].Queued, AgeS: time.Since(b.lastSeen).Seconds(),
+			Eligible: views[i].Eligible, Refused: b.refused, Status: status[i], Stats: b.last}
 	}
 	return out
 }

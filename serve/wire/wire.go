@@ -3,7 +3,11 @@
 // message is JSON and travels HMAC-signed (package auth).
 package wire
 
-import "time"
+import (
+	"time"
+
+	"github.com/stargate-llm/stargate/telemetry"
+)
 
 // Internal headers. A router strips every X-Stargate- header from client
 // requests before it sets its own.
@@ -53,6 +57,10 @@ type Stats struct {
 	// Interval is the longest time until the next message; a router counts
 	// the backend failed when a few intervals pass without one.
 	Interval time.Duration `json:"interval_ns"`
+	// Signals are the backend's telemetry (nil before the first scrape);
+	// HardwareError says why hardware signals are missing, if they are.
+	Signals       *telemetry.Signals `json:"signals,omitempty"`
+	HardwareError string             `json:"hardware_error,omitempty"`
 }
 
 // EngineMetrics are vLLM's load metrics as last scraped.

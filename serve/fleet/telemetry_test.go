@@ -1,0 +1,181 @@
+package fleet
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stargate-llm/stargate/serve/auth"
+	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/router"
+)
+
+func backendByName(t *testing.T, r *router.Server, name string) router.BackendInfo {
+	t.Helper()
+	for _, b := range r.Backends() {
+		if b.Name == name {
+			return b
+		}
+	}
+	t.Fatalf("no backend %q", name)
+	return router.BackendInfo{}
+}
+
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func chat(t *testing.T, url, session string, words, maxTokens int) (status int, backend string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"max_tokens":%d,"messages":[{"role":"user","content":%q}]}`, maxTokens, strings.Repeat("word ", words))
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("X-Session-ID", session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("X-Stargate-Backend")
+}
+
+// TestTelemetryFallbackLive kills one engine's DCGM exporter: the router
+// keeps scoring that backend on its other signals, says so, and keeps
+// serving.
+func TestTelemetryFallbackLive(t *testing.T) {
+	f := startSmall(t, "pressure")
+	r := f.Routers[0]
+	eventually(t, 5*time.Second, "hardware signals from both backends", func() bool {
+		for _, b := range r.Backends() {
+			if b.Stats.Signals == nil || !b.Stats.Signals.Hardware || b.Fallback {
+				return false
+			}
+		}
+		return true
+	})
+	if err := f.Engines[0].SetFaults(engine.Faults{ExporterDead: true}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, 3*time.Second, "the fallback to show", func() bool { return backendByName(t, r, "local-0").Fallback })
+	t.Logf("fallback reported %v after the exporter died", time.Since(start).Round(time.Millisecond))
+	if backendByName(t, r, "local-1").Fallback {
+		t.Error("the healthy backend fell back too")
+	}
+	if b := backendByName(t, r, "local-0"); b.Stats.HardwareError == "" || b.State != "ready" {
+		t.Errorf("local-0: state %s, hardware error %q", b.State, b.Stats.HardwareError)
+	}
+	resp, err := http.Get(f.RouterURLs[0] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(text), `stargate_telemetry_fallback{backend="local-0"} 1`) ||
+		!strings.Contains(string(text), `stargate_telemetry_fallback{backend="local-1"} 0`) {
+		t.Errorf("metrics do not report the fallback:\n%s", grep(string(text), "fallback"))
+	}
+	for i := range 10 {
+		if code, _ := chat(t, f.RouterURLs[0], fmt.Sprintf("s%d", i), 10, 4); code != http.StatusOK {
+			t.Fatalf("request %d: status %d during telemetry loss", i, code)
+		}
+	}
+}
+
+// TestCapabilityLearnedLive gives one engine a context limit lower than it
+// advertises: the first long request it refuses tries the other backend, and
+// no later long request goes there.
+func TestCapabilityLearnedLive(t *testing.T) {
+	f := startSmall(t, "round-robin")
+	if err := f.Engines[1].SetFaults(engine.Faults{MaxModelLen: 2000}); err != nil {
+		t.Fatal(err)
+	}
+	before := f.Engines[1].Counts().Rejected["status_400"]
+	for i := range 12 {
+		// 3,000 words: about 3,755 tokens, over 2,000.
+		code, backend := chat(t, f.RouterURLs[0], fmt.Sprintf("long-%d", i), 3000, 4)
+		if code != http.StatusOK || backend != "local-0" {
+			t.Fatalf("long request %d: status %d from %q", i, code, backend)
+		}
+	}
+	if refused := f.Engines[1].Counts().Rejected["status_400"] - before; refused != 1 {
+		t.Errorf("local-1 refused %d long requests; round-robin sends it one, and the router learns from it", refused)
+	}
+	if b := backendByName(t, f.Routers[0], "local-1"); b.Status.LearnedLimit == 0 || b.Status.LearnedLimit > 2000 {
+		t.Errorf("learned limit %d, want <= 2000", b.Status.LearnedLimit)
+	}
+	// Short requests still use both.
+	seen := map[string]bool{}
+	for i := range 20 {
+		_, backend := chat(t, f.RouterURLs[0], fmt.Sprintf("short-%d", i), 10, 4)
+		seen[backend] = true
+	}
+	if !seen["local-1"] {
+		t.Errorf("short requests avoid local-1: %v", seen)
+	}
+}
+
+// TestDrainLive drains a backend through the signed admin API: it takes no
+// new request until undrained; an unsigned call is refused.
+func TestDrainLive(t *testing.T) {
+	f := startSmall(t, "round-robin")
+	admin := func(path string, key auth.Key) int {
+		req, err := auth.NewSigner(key, "operator").NewRequest(http.MethodPost, f.RouterURLs[0]+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := admin("/admin/backends/local-1/drain", auth.RandomKey("fleet")); code != http.StatusUnauthorized {
+		t.Fatalf("drain with a wrong key: %d", code)
+	}
+	if code := admin("/admin/backends/local-1/drain", f.Key); code != http.StatusOK {
+		t.Fatalf("drain: %d", code)
+	}
+	for i := range 8 {
+		if code, backend := chat(t, f.RouterURLs[0], fmt.Sprintf("d%d", i), 10, 2); code != http.StatusOK || backend != "local-0" {
+			t.Fatalf("while draining: %d from %q", code, backend)
+		}
+	}
+	if st := backendByName(t, f.Routers[0], "local-1").State; st != "draining" && st != "terminated" {
+		t.Errorf("state %q while drained", st)
+	}
+	if code := admin("/admin/backends/local-1/undrain", f.Key); code != http.StatusOK {
+		t.Fatalf("undrain: %d", code)
+	}
+	seen := map[string]bool{}
+	for i := range 8 {
+		_, backend := chat(t, f.RouterURLs[0], fmt.Sprintf("u%d", i), 10, 2)
+		seen[backend] = true
+	}
+	if !seen["local-1"] {
+		t.Errorf("after undrain: %v", seen)
+	}
+}
+
+func grep(text, sub string) string {
+	var out bytes.Buffer
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out.WriteString(l + "\n")
+		}
+	}
+	return out.String()
+}
+
