@@ -162,6 +162,9 @@ type Run struct {
 	Measure time.Duration
 	// Engine, if set, replaces the fleet's default engine profile.
 	Engine string
+	// Clients, if > 0, runs a closed loop of that many clients instead of
+	// sessions arriving at RPS (see sim.Config.Clients).
+	Clients int
 }
 
 // SimConfig builds the simulator's configuration and validates it.
@@ -186,7 +189,8 @@ func (f *Fleet) SimConfig(run Run, reg *policy.Registry) (sim.Config, error) {
 	}
 	def := profile("default profile", engineName)
 	cfg := sim.Config{ClientLatency: f.ClientLatency, Gateway: f.Gateway, Policy: run.Policy, Params: f.Policy,
-		Workload: f.Workload, Client: f.Client, RPS: run.RPS, Seed: run.Seed, Warmup: run.Warmup, Measure: run.Measure}
+		Workload: f.Workload, Client: f.Client, RPS: run.RPS, Seed: run.Seed, Warmup: run.Warmup, Measure: run.Measure,
+		Clients: run.Clients}
 	index := make(map[string]int, len(f.Regions))
 	for i, r := range f.Regions {
 		if r.Name == "" {
