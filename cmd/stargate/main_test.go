@@ -62,6 +62,8 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"rate too high", []string{"sim", "--rps", "500000"}, "at most 100000"},
 		{"window too long", []string{"sim", "--measure", "48h"}, "together at most 24h"},
 		{"study without a name", []string{"study"}, "name a study"},
+		{"overlap live", []string{"study", "overlap", "--live"}, "not available yet"},
+		{"overlap zero clients", []string{"study", "overlap", "--clients", "0,4"}, "client counts must be >= 1"},
 		{"unknown command", []string{"simulate"}, "unknown command"},
 	}
 	for _, tt := range tests {
