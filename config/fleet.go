@@ -167,6 +167,9 @@ type Run struct {
 	Class string
 	// Cooldown runs on past the measured window (see sim.Config).
 	Cooldown time.Duration
+	// Clients, if > 0, runs a closed loop of that many clients instead of
+	// sessions arriving at RPS (see sim.Config.Clients).
+	Clients int
 }
 
 // SimConfig builds the simulator's configuration and validates it.
@@ -192,7 +195,7 @@ func (f *Fleet) SimConfig(run Run, reg *policy.Registry) (sim.Config, error) {
 	def := profile("default profile", engineName)
 	cfg := sim.Config{ClientLatency: f.ClientLatency, Gateway: f.Gateway, Policy: run.Policy, Params: f.Policy,
 		Workload: f.Workload, Client: f.Client, RPS: run.RPS, Seed: run.Seed, Warmup: run.Warmup, Measure: run.Measure,
-		Cooldown: run.Cooldown}
+		Cooldown: run.Cooldown, Clients: run.Clients}
 	if run.Class != "" {
 		c, err := workload.ClassByName(run.Class)
 		if err != nil {

@@ -57,6 +57,9 @@ type Event struct {
 	// CachedTokens counts prompt tokens served from the prefix cache at the
 	// request's first admission.
 	PromptTokens, CachedTokens, OutputTokens int
+	// Preemptions, set on Finished, counts how often the request was
+	// preempted and recomputed on its way.
+	Preemptions int
 }
 
 // Options tune a Worker without changing its model.
@@ -105,6 +108,7 @@ type seq struct {
 	admitted    bool
 	cancelled   bool
 	planPrefill int           // prefill tokens planned in the current step
+	preemptions int           // times preempted (recomputed)
 	pinned      []*cacheEntry // cached prefix blocks this sequence holds
 }
 
@@ -431,7 +435,7 @@ func (w *Worker) Advance(now time.Duration, out []Event) []Event {
 		case s.generated >= s.req.OutputTokens:
 			w.totals.Finished++
 			out = append(out, Event{Kind: Finished, ID: s.req.ID, Session: s.req.Session, At: end,
-				PromptTokens: s.req.PromptTokens, CachedTokens: s.cached, OutputTokens: s.generated})
+				PromptTokens: s.req.PromptTokens, CachedTokens: s.cached, OutputTokens: s.generated, Preemptions: s.preemptions})
 			w.finish(s)
 		default:
 			kept = append(kept, s)
@@ -558,6 +562,7 @@ func (w *Worker) preemptLast() {
 	w.release(s)
 	s.computed, s.planPrefill = 0, 0
 	s.target = s.req.PromptTokens + s.generated
+	s.preemptions++
 	w.totals.Preemptions++
 	if s.cancelled {
 		w.totals.Cancelled++

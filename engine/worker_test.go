@@ -165,7 +165,7 @@ func TestPreemptionRecompute(t *testing.T) {
 		{Kind: FirstToken, ID: 1, Session: 1, At: 48 * ms},
 		{Kind: FirstToken, ID: 2, Session: 2, At: 96170 * time.Microsecond},
 		{Kind: Finished, ID: 1, Session: 1, At: 2547490 * time.Microsecond, PromptTokens: 400, OutputTokens: 300},
-		{Kind: Finished, ID: 2, Session: 2, At: 4239390 * time.Microsecond, PromptTokens: 400, OutputTokens: 300},
+		{Kind: Finished, ID: 2, Session: 2, At: 4239390 * time.Microsecond, PromptTokens: 400, OutputTokens: 300, Preemptions: 1},
 	}
 	if !reflect.DeepEqual(ev, want) {
 		t.Errorf("events:\n got %+v\nwant %+v", ev, want)

@@ -19,6 +19,7 @@ const (
 	MaxWorkersPerBackend = 4096
 	MaxRPS               = 100_000
 	MaxSimulated         = 24 * time.Hour
+	MaxClients           = 1_000_000
 )
 
 // Region is a place with router replicas and backends.
@@ -76,6 +77,17 @@ type Config struct {
 
 	RPS  float64
 	Seed uint64
+
+	// Clients, when > 0, replaces the Poisson session arrivals with a closed
+	// loop of that many clients (RPS is unused): each client runs one session
+	// at a time, sends a turn when its previous turn ended and the think time
+	// (Workload.ThinkTimeMean, exponential; zero sends at once) has passed,
+	// and starts its next session after a think time when a session ends,
+	// whether by its last turn or by a turn that failed. Each client's first
+	// session starts at an instant drawn uniformly in the first second.
+	// Engine figures then cover the measured window only, and the result's
+	// Closed part adds gateway queue times and degraded completions.
+	Clients int
 
 	// Pools, when set, split the backends by request length (see Pool).
 	Pools []Pool
@@ -228,9 +240,18 @@ func (c *Config) Validate(reg *policy.Registry) error {
 			errs = append(errs, fmt.Errorf("backend %q: pool index %d out of range", b.Name, b.Pool))
 		}
 	}
-	if c.Requests != nil {
+	if c.Clients < 0 || c.Clients > MaxClients {
+		errs = append(errs, fmt.Errorf("clients must be 0 (open arrivals) to %d, got %d", MaxClients, c.Clients))
+	}
+	switch {
+	case c.Clients > 0 && (c.Requests != nil || c.Class != nil):
+		errs = append(errs, errors.New("clients (a closed loop of sessions), a request list and a workload class each replace the sessions; use one"))
+	case c.Requests != nil && c.Class != nil:
+		errs = append(errs, errors.New("a request list and a workload class each replace the sessions; use one"))
+	case c.Clients > 0: // a closed loop has no rate
+	case c.Requests != nil:
 		errs = append(errs, c.validateRequests()...)
-	} else if !(c.RPS > 0) || c.RPS > MaxRPS {
+	case !(c.RPS > 0) || c.RPS > MaxRPS:
 		errs = append(errs, fmt.Errorf("rps must be > 0 and at most %d, got %v", MaxRPS, c.RPS))
 	}
 	var lead time.Duration

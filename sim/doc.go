@@ -54,6 +54,28 @@
 // The run ends at Warmup + Measure (+ Cooldown); metrics cover
 // [Warmup, Warmup+Measure).
 //
+// # Closed loop
+//
+// With Config.Clients the Poisson arrivals give way to that many clients,
+// each running one session at a time: a turn is sent when the previous one
+// ended and the think time passed (Workload.ThinkTimeMean; zero sends at
+// once), and a client starts its next session after a think time when its
+// session ends, by its last turn or by a failed turn. So at most Clients
+// turns are in progress at any instant, as with the fixed client count of a
+// load test. Engine figures then cover the measured window only, and
+// Result.Closed adds the gateway queue time of the window's admissions
+// (arrival at the gateway to submission to the engine), the engine's mean
+// step time, and degraded completions: completed turns that missed the TTFT
+// SLO or were preempted and recomputed in the engine.
+//
+// # Slots per worker
+//
+// A gateway admits SlotsPerWorker x workers requests (Gateway.MaxConcurrency
+// unset). When SlotsPerWorker is below the engine's sequence limit, the
+// backend's worker picker also keeps each worker within SlotsPerWorker
+// requests, as the live gateway's per-worker permits (gateway.Slots) do: a
+// session whose cached worker is full goes to another worker.
+//
 // # Open loop and pools
 //
 // With Config.Requests the sessions give way to a list of requests (a trace

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/stargate-llm/stargate/client"
@@ -58,6 +59,29 @@ type Result struct {
 	// Unfinished holds the measured turns still running at the end, when
 	// Config.KeepRecords and Config.Cooldown are set.
 	Unfinished []metrics.TurnRecord
+	// Closed is set for a closed-loop run (Config.Clients).
+	Closed *ClosedResult `json:",omitempty"`
+}
+
+// ClosedResult is what a closed-loop run adds, over its measured window.
+type ClosedResult struct {
+	Clients int `json:"clients"`
+	// Admitted counts the attempts a gateway handed to its engine in the
+	// window; GatewayQueue* is their time from arrival at the gateway to
+	// that admission (zero for those admitted at once).
+	Admitted          int     `json:"admitted"`
+	GatewayQueueMeanS float64 `json:"gateway_queue_mean_s"`
+	GatewayQueueP95S  float64 `json:"gateway_queue_p95_s"`
+	// Steps and MeanStepS are the engine steps the fleet's workers took in
+	// the window and their mean duration.
+	Steps     int64   `json:"steps"`
+	MeanStepS float64 `json:"mean_step_s"`
+	// Of the turns that completed in the window: Late missed the TTFT SLO,
+	// Preempted were preempted and recomputed in the engine at least once
+	// on their successful attempt, and Degraded did either (or both).
+	Late      int `json:"late"`
+	Preempted int `json:"preempted"`
+	Degraded  int `json:"degraded"`
 }
 
 // Dispatch is one attempt a router sent to a backend.
@@ -144,6 +168,7 @@ type attempt struct {
 	cached  int
 	output  int
 	gwAt    time.Duration // arrival at the gateway
+	preempt int           // times the engine preempted it
 	limit   int           // the context limit a refusal named
 }
 
@@ -162,6 +187,7 @@ type session struct {
 	fresh    bool // the prompt shares no prefix with the session's earlier ones
 	follows  bool // the conversation's next turn waits for this one
 	ws       *workload.Session
+	client   uint64 // closed loop: its client (1-based); 0 for none
 	region   int
 	router   int
 	turn     client.Turn
@@ -169,9 +195,12 @@ type session struct {
 }
 
 type backendState struct {
-	spec        BackendSpec
-	gw          *gateway.Gateway
-	cl          *cluster.Backend
+	spec BackendSpec
+	gw   *gateway.Gateway
+	cl   *cluster.Backend
+	// capped are the workers as the picker sees them when the gateway's
+	// slots per worker are fewer than the engine's sequences (nil otherwise).
+	capped      []cappedWorker
 	workerTimer int // timer id of worker 0; worker w is workerTimer+w
 	statsTimer  int
 
@@ -273,10 +302,16 @@ type simulation struct {
 	arrivalsEnd time.Duration
 	stoppedAt   time.Duration
 	warm        [][]engine.Totals
-	track       bool // telemetry on: reports, probes, results to routers
-	faultRng    *rand.Rand
-	dispatches  []Dispatch
-	marks       []Mark
+
+	// Closed loop (Config.Clients): what the run adds to its result, and the
+	// gateway queue times of the window's admissions.
+	closed     *ClosedResult
+	queueS     []float64
+	queueSum   float64
+	track      bool // telemetry on: reports, probes, results to routers
+	faultRng   *rand.Rand
+	dispatches []Dispatch
+	marks      []Mark
 
 	engineOut []engine.Event
 	admitted  []gateway.Request
@@ -329,6 +364,8 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		}
 		s.stream, s.pending, s.clientSeed = st, st.Next(), subSeed(cfg.Seed, streamClients)
 		s.busy, s.held = map[uint64]int{}, map[uint64][]workload.Request{}
+	} else if cfg.Clients > 0 {
+		s.closed = &ClosedResult{Clients: cfg.Clients}
 	} else {
 		arr, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), s.rng)
 		if err != nil {
@@ -354,8 +391,14 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sim: backend %q: %w", spec.Name, err)
 		}
-		s.backends = append(s.backends, &backendState{spec: spec, gw: gw, cl: cl,
-			workerTimer: s.timers.grow(spec.Workers), statsTimer: s.timers.grow(1)})
+		bs := &backendState{spec: spec, gw: gw, cl: cl,
+			workerTimer: s.timers.grow(spec.Workers), statsTimer: s.timers.grow(1)}
+		if limit := cfg.Gateway.SlotsPerWorker; cfg.Gateway.MaxConcurrency == 0 && limit < spec.Profile.MaxSeqs {
+			for w := range spec.Workers {
+				bs.capped = append(bs.capped, cappedWorker{cl.Worker(w), limit})
+			}
+		}
+		s.backends = append(s.backends, bs)
 		pbs[spec.Pool] = append(pbs[spec.Pool], policy.Backend{Name: spec.Name, Key: policy.KeyOf(spec.Name)})
 		rbs[spec.Pool] = append(rbs[spec.Pool], router.Backend{Name: spec.Name, Capacity: gw.Capacity(), MaxModelLen: spec.MaxModelLen})
 	}
@@ -397,6 +440,13 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		}
 	case s.stream != nil:
 		s.q.push(event{at: s.lead + s.pending.At, kind: evSessionArrive})
+	case s.closed != nil:
+		for c := range cfg.Clients {
+			s.q.push(event{at: time.Duration(s.rng.Int64N(int64(time.Second))), kind: evSessionArrive, id: uint64(c) + 1})
+		}
+		if cfg.Warmup > 0 {
+			s.q.push(event{at: cfg.Warmup, kind: evWarmupEnd})
+		}
 	default:
 		s.q.push(event{at: s.arrivals.Next(0), kind: evSessionArrive})
 	}
@@ -467,6 +517,8 @@ func (s *simulation) handle(e *event) error {
 			s.traceArrive()
 		case s.stream != nil:
 			s.requestArrive()
+		case s.closed != nil:
+			s.clientArrive(e.id)
 		default:
 			s.sessionArrive()
 		}
@@ -520,6 +572,9 @@ func (s *simulation) handle(e *event) error {
 		if a := s.attempts.get(e.id); a != nil && !a.done {
 			a.done = true
 			a.sess.turn.Complete(s.now, a.backend, a.cached, a.output)
+			if s.closed != nil && s.now >= s.cfg.Warmup {
+				s.countCompletion(a)
+			}
 			s.endAttempt(a)
 			s.endTurn(a.sess)
 		}
@@ -553,6 +608,28 @@ func (s *simulation) handle(e *event) error {
 		return fmt.Errorf("sim: unknown event kind %d", e.kind)
 	}
 	return nil
+}
+
+// clientArrive starts a new session for closed-loop client c.
+func (s *simulation) clientArrive(c uint64) {
+	ss := s.newSession(s.rng)
+	ss.client = c
+	s.nextTurn(ss)
+}
+
+// countCompletion counts a closed-loop turn that completed in the window.
+func (s *simulation) countCompletion(a *attempt) {
+	cr := s.closed
+	late := !a.sess.turn.Record.Good(s.cfg.Client.TTFTSLO)
+	if late {
+		cr.Late++
+	}
+	if a.preempt > 0 {
+		cr.Preempted++
+	}
+	if late || a.preempt > 0 {
+		cr.Degraded++
+	}
 }
 
 func (s *simulation) sessionArrive() {
@@ -617,11 +694,15 @@ func (s *simulation) global(pool int, d policy.Decision) policy.Decision {
 	return d
 }
 
-// endSession removes a session; an open-loop one is a turn that ended.
+// endSession removes a session; an open-loop one is a turn that ended. A
+// closed-loop client starts its next session after a think time.
 func (s *simulation) endSession(ss *session) {
 	s.sessions.del(ss.id)
 	if ss.measured {
 		s.live--
+	}
+	if ss.client > 0 {
+		s.q.push(event{at: s.now + ss.ws.ThinkTime(), kind: evSessionArrive, id: ss.client})
 	}
 }
 
@@ -667,7 +748,7 @@ func (s *simulation) startRequest(r workload.Request) {
 func (s *simulation) nextTurn(ss *session) {
 	t, ok := ss.ws.Next()
 	if !ok {
-		s.sessions.del(ss.id)
+		s.endSession(ss) // a closed-loop client starts its next session
 		return
 	}
 	s.startTurn(ss, t)
@@ -779,7 +860,12 @@ func (s *simulation) submit(b int, a *attempt) {
 			r.BlockHashes, r.BlockSize = req.BlockHashes, s.cfg.BlockSize
 		}
 	}
-	w, err := bs.cl.Submit(s.now, r)
+	if s.closed != nil && s.now >= s.cfg.Warmup {
+		q := (s.now - a.gwAt).Seconds()
+		s.queueS = append(s.queueS, q)
+		s.queueSum += q
+	}
+	w, err := s.place(bs, r)
 	if err != nil {
 		// The engine can never hold it: fail the attempt at the gateway. Its
 		// slot may admit a queued request, which the caller's submitAll takes.
@@ -789,6 +875,31 @@ func (s *simulation) submit(b int, a *attempt) {
 		return
 	}
 	s.scheduleWorker(b, w)
+}
+
+// cappedWorker is an engine worker as the picker sees it behind a gateway
+// that lets each worker hold at most limit requests, as the live gateway's
+// per-worker slots (gateway.Slots, MaxInflightPerWorker) do.
+type cappedWorker struct {
+	*engine.Worker
+	limit int
+}
+
+func (w cappedWorker) SeqLimit() int { return w.limit }
+
+// place picks a worker of bs for r and submits it there. Behind per-worker
+// slots the picker keeps each worker within its slots: the gateway admits at
+// most slots x workers requests, so a worker with a free slot exists (but for
+// the end of the step in which a cancelled request leaves its engine).
+func (s *simulation) place(bs *backendState, r engine.Request) (int, error) {
+	if bs.capped == nil {
+		return bs.cl.Submit(s.now, r)
+	}
+	w := cluster.Pick(s.now, &r, bs.capped)
+	if err := bs.cl.Worker(w).Submit(s.now, r); err != nil {
+		return -1, err
+	}
+	return w, nil
 }
 
 // submitAll submits the requests the gateway just admitted from its queue,
@@ -842,7 +953,7 @@ func (s *simulation) workerStep(b, w int) error {
 				bs.errs.Observe(s.now, false)
 			}
 		case engine.Finished:
-			a.cached, a.output, a.place = ev.CachedTokens, ev.OutputTokens, responding
+			a.cached, a.output, a.place, a.preempt = ev.CachedTokens, ev.OutputTokens, responding, ev.Preemptions
 			s.admitted = bs.gw.Finish(s.now, ev.ID, ev.PromptTokens, s.admitted[:0])
 			s.submitAll(b)
 			s.q.push(event{at: s.now + s.back(a, b), kind: evClientDone, id: a.id})
@@ -1073,7 +1184,12 @@ func (s *simulation) result() *Result {
 		from, to = min(s.cfg.Warmup, s.stoppedAt), s.stoppedAt
 		res.Open = &OpenResult{Sent: s.nextSent(), EndS: s.stoppedAt.Seconds()}
 	}
+	if s.closed != nil {
+		from = s.cfg.Warmup
+	}
 	span := (to - from).Seconds()
+	var steps int64
+	var allBusy time.Duration
 	for b, bs := range s.backends {
 		var busy time.Duration
 		var preempt int64
@@ -1083,16 +1199,19 @@ func (s *simulation) result() *Result {
 			t := bs.cl.Worker(w).Totals()
 			if s.warm != nil {
 				t0 := s.warm[b][w]
+				t.Steps -= t0.Steps
 				t.BusyTime -= t0.BusyTime
 				t.Preemptions -= t0.Preemptions
 				t.BatchSeconds -= t0.BatchSeconds
 				t.KVTokenSeconds -= t0.KVTokenSeconds
 			}
 			busy += t.BusyTime
+			steps += t.Steps
 			preempt += t.Preemptions
 			batchS += t.BatchSeconds
 			kvS += t.KVTokenSeconds
 		}
+		allBusy += busy
 		var meanBatch, meanKV float64
 		if busy > 0 {
 			meanBatch = batchS / busy.Seconds()
@@ -1117,6 +1236,18 @@ func (s *simulation) result() *Result {
 	if s.cfg.KeepRecords {
 		res.Records = s.coll.Records()
 		res.Unfinished = s.coll.UnfinishedRecords()
+	}
+	if cr := s.closed; cr != nil {
+		cr.Admitted, cr.Steps = len(s.queueS), steps
+		if cr.Admitted > 0 {
+			cr.GatewayQueueMeanS = s.queueSum / float64(cr.Admitted)
+			slices.Sort(s.queueS)
+			cr.GatewayQueueP95S = metrics.Percentile(s.queueS, 0.95)
+		}
+		if steps > 0 {
+			cr.MeanStepS = allBusy.Seconds() / float64(steps)
+		}
+		res.Closed = cr
 	}
 	res.Dispatches, res.Marks = s.dispatches, s.marks
 	if s.track {

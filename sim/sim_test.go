@@ -149,6 +149,11 @@ func TestValidateRejectsBadConfig(t *testing.T) {
 		{"duplicate backend", func(c *Config) { c.Backends[1].Name = c.Backends[0].Name }},
 		{"zero workers", func(c *Config) { c.Backends[0].Workers = 0 }},
 		{"zero rate", func(c *Config) { c.RPS = 0 }},
+		{"negative clients", func(c *Config) { c.Clients = -1 }},
+		{"clients and a request list", func(c *Config) {
+			c.Clients = 2
+			c.Requests = []workload.TraceRequest{{Arrival: time.Second, InputTokens: 10, OutputTokens: 1}}
+		}},
 		{"no routers", func(c *Config) { c.Regions[0].Routers, c.Regions[1].Routers = 0, 0 }},
 	}
 	for _, tt := range tests {

@@ -48,4 +48,17 @@
 // parallel. A cell is the median over replicates with a percentile-bootstrap
 // interval, and counts only when the steps that decided it measured at least
 // 500 turns in all.
+//
+// Overlap runs the bounded-worker overlap study: closed-loop clients (each
+// sends its next turn as soon as the previous one ends) against one backend
+// of four half-scale GPUs, with max_inflight_per_worker (the gateway's slots
+// per worker) of 1, 2 and the default 25, at 4 to 256 clients, seeds 1-3, 30 s
+// warm-up and 60 s measured. The gateway's waiting bound is 400 requests for
+// every setting. Per run it measures, over the turns that ended in the
+// window: requests/s and input tokens/s of completed turns, client latency
+// (first send to last token) p50/p95, TTFT p95, gateway queue time (arrival
+// to admission), mean engine step time, mean batch, failed turns and
+// degraded completions (completed turns that missed the TTFT SLO or were
+// preempted and recomputed in the engine); Winners names the best setting
+// per figure and client count.
 package study

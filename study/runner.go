@@ -32,6 +32,9 @@ type RunSpec struct {
 	// fleet's sessions.
 	Class       string
 	KeepRecords bool
+	// Clients, when > 0, runs a closed loop of that many clients instead
+	// of sessions arriving at RPS.
+	Clients int
 	// Requests, when set, replace the fleet's sessions with an open-loop
 	// request list (a trace replay); BlockSize is its tokens per block id.
 	Requests  []workload.TraceRequest
@@ -54,6 +57,8 @@ type RunResult struct {
 	Seed   uint64  `json:"seed"`
 	Engine string  `json:"engine"`
 	Class  string  `json:"class,omitempty"`
+	// Clients is the closed loop's client count (0: open arrivals).
+	Clients int `json:"clients,omitempty"`
 	metrics.Summary
 	Events   uint64              `json:"events"`
 	WallS    float64             `json:"wall_s"`
@@ -64,6 +69,8 @@ type RunResult struct {
 	Dispatches []sim.Dispatch  `json:"-"`
 	Marks      []sim.Mark      `json:"-"`
 	Routers    []sim.RouterEnd `json:"-"`
+	// Closed holds a closed-loop run's gateway queue, step and degraded figures.
+	Closed *sim.ClosedResult `json:"closed,omitempty"`
 }
 
 // ErrInvalidRun marks a spec that cannot be simulated; RunAll checks every
@@ -81,7 +88,7 @@ func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel
 	cfgs := make([]sim.Config, len(specs))
 	for i, s := range specs {
 		cfg, err := s.Fleet.SimConfig(config.Run{Policy: s.Policy, RPS: s.RPS, Seed: s.Seed,
-			Warmup: s.Warmup, Measure: s.Measure, Cooldown: s.Cooldown, Engine: s.Engine, Class: s.Class}, reg)
+			Warmup: s.Warmup, Measure: s.Measure, Cooldown: s.Cooldown, Engine: s.Engine, Class: s.Class, Clients: s.Clients}, reg)
 		if err != nil {
 			return nil, fmt.Errorf("%w %s: %w", ErrInvalidRun, s.Label(), err)
 		}
@@ -107,9 +114,9 @@ func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel
 		}
 		s := specs[i]
 		results[i] = RunResult{Fleet: s.FleetName, Policy: s.Policy, RPS: s.RPS, Seed: s.Seed,
-			Engine: engineName(s), Class: s.Class, Summary: res.Summary, Events: res.Events,
+			Engine: engineName(s), Class: s.Class, Clients: s.Clients, Summary: res.Summary, Events: res.Events,
 			WallS: time.Since(start).Seconds(), Backends: res.Backends, Records: res.Records,
-			Dispatches: res.Dispatches, Marks: res.Marks, Routers: res.Routers}
+			Dispatches: res.Dispatches, Marks: res.Marks, Routers: res.Routers, Closed: res.Closed}
 		return nil
 	})
 	if err != nil {
@@ -173,6 +180,9 @@ func engineName(s RunSpec) string {
 
 // Label names a run in messages and file names.
 func (s RunSpec) Label() string {
+	if s.Clients > 0 {
+		return fmt.Sprintf("%s-%s-%dclients-seed%d", s.FleetName, s.Policy, s.Clients, s.Seed)
+	}
 	if s.Class != "" {
 		return fmt.Sprintf("%s-%s-%s-%g-seed%d", s.FleetName, s.Class, s.Policy, s.RPS, s.Seed)
 	}

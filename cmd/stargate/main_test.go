@@ -69,6 +69,8 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"slo matrix: no replicates", []string{"study", "slo-matrix", "--replicates", "0"}, "--replicates 0"},
 		{"slo matrix: too many steps", []string{"study", "slo-matrix", "--steps", "40"}, "bisection steps must be 1-30"},
 		{"slo matrix: missing fleet", []string{"study", "slo-matrix", "--fleet", filepath.Join(dir, "nope.yaml")}, "neither a built-in fleet"},
+		{"overlap live", []string{"study", "overlap", "--live"}, "not available yet"},
+		{"overlap zero clients", []string{"study", "overlap", "--clients", "0,4"}, "client counts must be >= 1"},
 		{"unknown command", []string{"simulate"}, "unknown command"},
 	}
 	for _, tt := range tests {

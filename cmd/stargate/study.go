@@ -20,10 +20,10 @@ func newStudyCmd() *cobra.Command {
 		Short: "Run a named experiment and write its report",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("name a study: routing, resilience or slo-matrix (see stargate study --help)")
+			return usagef("name a study: routing, resilience, slo-matrix or overlap (see stargate study --help)")
 		},
 	}
-	cmd.AddCommand(newRoutingCmd(), newResilienceCmd(), newSLOMatrixCmd())
+	cmd.AddCommand(newRoutingCmd(), newResilienceCmd(), newSLOMatrixCmd(), newOverlapCmd())
 	return cmd
 }
 
