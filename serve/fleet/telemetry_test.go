@@ -178,4 +178,3 @@ func grep(text, sub string) string {
 	}
 	return out.String()
 }
-
