@@ -416,3 +416,16 @@ func nonce() [16]byte {
 	_, _ = rand.Read(n[:])
 	return n
 }
+
+// Quarantined lists the workers in quarantine.
+func (s *Server) Quarantined() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for w := range s.workers {
+		if s.slots != nil && s.slots.Quarantined(w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}

@@ -1,0 +1,263 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/stargate-llm/stargate/serve/auth"
+	"github.com/stargate-llm/stargate/serve/engine"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var testKey = auth.Key{ID: "k", Secret: []byte("0123456789abcdef0123")}
+
+// liveEngine is a mock engine served on addr ("127.0.0.1:0" for any port).
+type liveEngine struct {
+	srv  *engine.Server
+	hs   *http.Server
+	addr string
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func startEngine(t *testing.T, addr string, key auth.Key) *liveEngine {
+	t.Helper()
+	cfg := engine.DefaultConfig()
+	cfg.Key = key
+	srv, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	for range 50 { // the port of a killed engine may take a moment to free
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	e := &liveEngine{srv: srv, hs: &http.Server{Handler: srv.Handler()}, addr: ln.Addr().String(), stop: stop, done: make(chan struct{})}
+	go func() { srv.Run(ctx); close(e.done) }()
+	go func() { _ = e.hs.Serve(ln) }()
+	t.Cleanup(e.kill)
+	return e
+}
+
+// kill drops the engine at once, connections and all, as a crash would.
+func (e *liveEngine) kill() {
+	_ = e.hs.Close()
+	e.stop()
+	<-e.done
+}
+
+func startGateway(t *testing.T, engineURL string, mutate func(*Config)) (*Server, string) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Engines, cfg.Key, cfg.FenceInterval = "gw", []string{engineURL}, testKey, 20*time.Millisecond
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: g.Handler()}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close(); cancel(); g.Wait() })
+	return g, "http://" + ln.Addr().String()
+}
+
+func post(ctx context.Context, url, body string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	return http.DefaultClient.Do(req)
+}
+
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestEngineKilledMidStream kills the engine while it streams: the client
+// gets an in-stream error, the worker is quarantined, a request that comes
+// meanwhile waits instead of going to a worker whose state is unknown, the
+// engine's health alone restores nothing, and a fence after the engine
+// restarts (with its key) restores the worker. Accounting closes throughout.
+func TestEngineKilledMidStream(t *testing.T) {
+	eng := startEngine(t, "127.0.0.1:0", auth.Key{}) // first life: no fence key
+	g, url := startGateway(t, "http://"+eng.addr, nil)
+
+	resp, err := post(context.Background(), url, `{"stream":true,"max_tokens":5000,"messages":[{"role":"user","content":"long answer"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(resp.Body)
+	if _, err := rd.ReadString('\n'); err != nil { // the stream has begun
+		t.Fatal(err)
+	}
+	eng.kill()
+	rest, _ := io.ReadAll(rd)
+	resp.Body.Close()
+	if !strings.Contains(string(rest), `data: {"error"`) || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Fatalf("stream after the kill ends %q; want an SSE error event", tail(string(rest)))
+	}
+	waitFor(t, 2*time.Second, "quarantine", func() bool { return len(g.Quarantined()) == 1 })
+
+	// A request while the only worker is quarantined waits; its client gives up.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = post(ctx, url, `{"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("request during quarantine: %v; want it to wait", err)
+	}
+
+	// The engine comes back without a fence key: healthy, yet the worker
+	// stays quarantined.
+	eng = startEngine(t, eng.addr, auth.Key{})
+	time.Sleep(200 * time.Millisecond) // ten fence intervals
+	if len(g.Quarantined()) != 1 {
+		t.Fatal("a healthy engine without a fence restored the worker")
+	}
+	eng.kill()
+
+	// Back with its key: the next fence restores the worker.
+	startEngine(t, eng.addr, testKey)
+	waitFor(t, 2*time.Second, "the fence to restore the worker", func() bool { return len(g.Quarantined()) == 0 })
+	resp, err = post(context.Background(), url, `{"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("after recovery: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	c := g.Counts()
+	ended := c.Completed + sum(c.Failed) + sum(c.Rejected)
+	if c.Accepted != 3 || ended != 3 || c.Completed != 1 || c.Failed[ReasonEngineLost] != 1 || c.Failed[ReasonClientCancelled] != 1 {
+		t.Errorf("accounting %+v", c)
+	}
+	g.mu.Lock()
+	fences := g.slots.Fences()
+	g.mu.Unlock()
+	if fences.Recovered != 1 {
+		t.Errorf("fences %+v, want one recovery", fences)
+	}
+}
+
+// TestOperatorRelease restores a worker of an engine that cannot fence,
+// only with a signed operator call.
+func TestOperatorRelease(t *testing.T) {
+	eng := startEngine(t, "127.0.0.1:0", auth.Key{})
+	g, url := startGateway(t, "http://"+eng.addr, func(c *Config) { c.UpstreamIdleTimeout = 150 * time.Millisecond })
+	if err := eng.srv.SetFaults(engine.Faults{Hang: true}); err != nil {
+		t.Fatal(err)
+	}
+	// A hung engine: the idle timeout makes the end uncertain.
+	resp, err := post(context.Background(), url, `{"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("hung engine: status %d, want 502", resp.StatusCode)
+	}
+	waitFor(t, time.Second, "quarantine", func() bool { return len(g.Quarantined()) == 1 })
+	_ = eng.srv.SetFaults(engine.Faults{})
+	release := func(key auth.Key) int {
+		req, _ := auth.NewSigner(key, "operator").NewRequest(http.MethodPost, url+"/admin/workers/0/release", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := release(auth.Key{ID: "k", Secret: []byte("not-the-right-key!!")}); code != http.StatusUnauthorized || len(g.Quarantined()) != 1 {
+		t.Fatalf("release with a wrong key: %d, quarantined %v", code, g.Quarantined())
+	}
+	if code := release(testKey); code != http.StatusOK || len(g.Quarantined()) != 0 {
+		t.Fatalf("release: %d, quarantined %v", code, g.Quarantined())
+	}
+}
+
+// TestOverloadAnswer503 fills the gateway past its queue bound: the
+// overflow gets a 503 with Retry-After, and every request is accounted for.
+func TestOverloadAnswer503(t *testing.T) {
+	eng := startEngine(t, "127.0.0.1:0", testKey)
+	g, url := startGateway(t, "http://"+eng.addr, func(c *Config) {
+		c.Admission.MaxConcurrency = 1
+		c.Admission.MaxWaitingFactor = 1 // one waits, the third is refused
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := `{"stream":true,"max_tokens":2000,"messages":[{"role":"user","content":"hold"}]}`
+	first, err := post(ctx, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Body.Close()
+	_, _ = bufio.NewReader(first.Body).ReadString('\n') // the first is running
+	queued := make(chan struct{})
+	go func() { // the second waits in the queue: its headers come only when it runs
+		defer close(queued)
+		if r, err := post(ctx, url, body); err == nil {
+			r.Body.Close()
+		}
+	}()
+	waitFor(t, 2*time.Second, "the second request to queue", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.adm.Waiting() == 1
+	})
+	resp, err := post(context.Background(), url, `{"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("overflow: status %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	cancel()
+	<-queued
+	waitFor(t, 2*time.Second, "accounting to close", func() bool {
+		c := g.Counts()
+		return c.Accepted >= 2 && c.Accepted == c.Completed+sum(c.Failed)+sum(c.Rejected) && c.Rejected[ReasonOverloaded] == 1
+	})
+}
+
+func sum(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func tail(s string) string { return s[max(0, len(s)-200):] }
