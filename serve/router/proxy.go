@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 
 	"github.com/stargate-llm/stargate/policy"
 	rcore "github.com/stargate-llm/stargate/router"
@@ -180,6 +181,13 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 			s.reject(w, http.StatusTooManyRequests, ReasonPolicy, "no backend can take the request now: "+d.Reason)
 			return
 		}
+		if slices.Contains(exclude, b.index) {
+			// Every backend has refused it: never retry on one already tried.
+			s.mu.Lock()
+			s.core.Undispatch(b.index)
+			s.mu.Unlock()
+			break
+		}
 		s.mu.Lock()
 		s.counts.Attempts++
 		if attempt > 0 {
@@ -229,7 +237,16 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		w.Header().Set("Retry-After", "1")
 	}
 	openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError",
-		fmt.Sprintf("router: %d backends refused the request before answering; last: %s", len(exclude), last.msg))
+		fmt.Sprintf("router: %d backends refused the request before answering; last: %s", refused(exclude), last.msg))
+}
+
+// refused counts the distinct backends in exclude.
+func refused(exclude []int) int {
+	seen := map[int]bool{}
+	for _, b := range exclude {
+		seen[b] = true
+	}
+	return len(seen)
 }
 
 // target is a decision's backend as it was at decision time.

@@ -1,0 +1,196 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/serve/auth"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echoBackend answers every completion with a small JSON body and records the
+// headers it saw.
+type echoBackend struct {
+	mu      sync.Mutex
+	headers []http.Header
+	status  int
+}
+
+func (e *echoBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/health" {
+		return
+	}
+	_, _ = io.Copy(io.Discard, r.Body)
+	e.mu.Lock()
+	e.headers = append(e.headers, r.Header.Clone())
+	status := e.status
+	e.mu.Unlock()
+	if status != 0 {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"choices":[{"message":{"content":"ok"}}]}`))
+}
+
+func startRouter(t *testing.T, mutate func(*Config), backends ...*echoBackend) string {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Policy = "round-robin"
+	for i, b := range backends {
+		srv := httptest.NewServer(b)
+		t.Cleanup(srv.Close)
+		cfg.Static = append(cfg.Static, StaticBackend{Name: string(rune('a' + i)), URL: srv.URL, Capacity: 10})
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	r, err := New(cfg, policy.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	srv := httptest.NewServer(r.Handler())
+	t.Cleanup(func() { srv.Close(); cancel(); <-done })
+	return srv.URL
+}
+
+func call(t *testing.T, url, body string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+const okBody = `{"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
+
+// TestIngressRules checks what the router lets through and what it refuses.
+func TestIngressRules(t *testing.T) {
+	be := &echoBackend{}
+	keys, err := auth.ReadAPIKeys(strings.NewReader("client-key-0123456789\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := startRouter(t, func(c *Config) { c.APIKeys, c.MaxBodyBytes = keys, 4096 }, be)
+	good := map[string]string{"Authorization": "Bearer client-key-0123456789"}
+	tests := []struct {
+		name   string
+		body   string
+		header map[string]string
+		status int
+		want   string
+	}{
+		{"no key", okBody, nil, 401, "API key"},
+		{"wrong key", okBody, map[string]string{"Authorization": "Bearer nope-nope-nope-nope"}, 401, "API key"},
+		{"broken JSON", `{"messages": [`, good, 400, "not valid JSON"},
+		{"too large", `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, good, 413, "larger than 4096"},
+		{"max_tokens too big", `{"max_tokens":99999999,"messages":[{"role":"user","content":"hi"}]}`, good, 400, "max_tokens"},
+		{"no messages", `{"messages":[]}`, good, 400, "at least one message"},
+		{"good", okBody, good, 200, `"ok"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := call(t, url, tt.body, tt.header)
+			if resp.StatusCode != tt.status || !strings.Contains(body, tt.want) {
+				t.Fatalf("status %d body %s; want %d with %q", resp.StatusCode, body, tt.status, tt.want)
+			}
+			if tt.status == 400 && resp.Header.Get("x-should-retry") != "false" {
+				t.Errorf("a 400 without x-should-retry: false")
+			}
+		})
+	}
+	// What reached the backend: no client credentials, no internal header a
+	// client tried to set, and the router's own.
+	_, _ = call(t, url, okBody, map[string]string{"Authorization": "Bearer client-key-0123456789",
+		"X-Stargate-Worker": "7", "X-Stargate-Router": "evil", "Connection": "X-Foo", "X-Foo": "bar"})
+	be.mu.Lock()
+	h := be.headers[len(be.headers)-1]
+	be.mu.Unlock()
+	if h.Get("Authorization") != "" || h.Get("X-Stargate-Worker") != "" || h.Get("X-Stargate-Router") != "router-1" {
+		t.Errorf("backend saw %v", h)
+	}
+}
+
+// TestRetryBeforeFirstByte sends to a backend that refuses: the request goes
+// to the other, and the router's accounting says so.
+func TestRetryBeforeFirstByte(t *testing.T) {
+	busy, fine := &echoBackend{status: http.StatusServiceUnavailable}, &echoBackend{}
+	url := startRouter(t, nil, busy, fine)
+	for range 6 {
+		if resp, body := call(t, url, okBody, nil); resp.StatusCode != 200 || resp.Header.Get("X-Stargate-Backend") != "b" {
+			t.Fatalf("status %d from %q: %s", resp.StatusCode, resp.Header.Get("X-Stargate-Backend"), body)
+		}
+	}
+	// Both refuse: a 503 with Retry-After after trying each once.
+	fine.mu.Lock()
+	fine.status = http.StatusTooManyRequests
+	fine.mu.Unlock()
+	resp, body := call(t, url, okBody, nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "2 backends refused") {
+		t.Fatalf("all refusing: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestBackendsEndpoint lists static backends with their weights and states.
+func TestBackendsEndpoint(t *testing.T) {
+	url := startRouter(t, func(c *Config) { c.Policy = "pulsar-waw" }, &echoBackend{}, &echoBackend{})
+	time.Sleep(700 * time.Millisecond) // a probe round: static backends' heartbeats
+	resp, err := http.Get(url + "/v1/stargate/backends")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Policy   string        `json:"policy"`
+		Backends []BackendInfo `json:"backends"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Policy != "pulsar-waw" || len(v.Backends) != 2 {
+		t.Fatalf("%+v", v)
+	}
+	for _, b := range v.Backends {
+		if b.State != "ready" || b.Weight != 10 || !b.Static || b.Status.RTT <= 0 {
+			t.Errorf("backend %+v", b)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	reg := policy.NewRegistry()
+	cfg := DefaultConfig()
+	cfg.Policy = "fastest"
+	cfg.Static = []StaticBackend{{Name: "a", URL: "ftp://x", Capacity: 0}}
+	err := cfg.Validate(reg)
+	for _, want := range []string{`unknown policy "fastest"`, "is not http(s)", "capacity 0"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v lacks %q", err, want)
+		}
+	}
+	if err := DefaultConfig().Validate(reg); err == nil || !strings.Contains(err.Error(), "no static backends and no HMAC key") {
+		t.Errorf("empty config: %v", err)
+	}
+}
