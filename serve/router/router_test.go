@@ -190,7 +190,42 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("err %v lacks %q", err, want)
 		}
 	}
-	if err := DefaultConfig().Validate(reg); err == nil || !strings.Contains(err.Error(), "no static backends and no HMAC key") {
+	if err := DefaultConfig().Validate(reg); err == nil || !strings.Contains(err.Error(), "no static backends, no discovery and no HMAC key") {
 		t.Errorf("empty config: %v", err)
+	}
+}
+
+// TestSetDiscovered adds, drains and removes backends found by discovery.
+func TestSetDiscovered(t *testing.T) {
+	a, b := httptest.NewServer(&echoBackend{}), httptest.NewServer(&echoBackend{})
+	defer a.Close()
+	defer b.Close()
+	cfg := DefaultConfig()
+	cfg.Key = auth.RandomKey("k") // no static backends: discovery or registration only
+	r, err := New(cfg, policy.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func() map[string]string {
+		out := map[string]string{}
+		for _, bi := range r.Backends() {
+			out[bi.Name] = bi.State
+		}
+		return out
+	}
+	if err := r.SetDiscovered([]Discovered{{Name: "gw-a", URL: a.URL, Ready: true}, {Name: "gw-b", URL: b.URL, Ready: false}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); got["gw-a"] != "ready" || (got["gw-b"] != "draining" && got["gw-b"] != "terminated") {
+		t.Fatalf("after discovery: %v", got)
+	}
+	if err := r.SetDiscovered([]Discovered{{Name: "gw-b", URL: b.URL, Ready: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); len(got) != 1 || got["gw-b"] != "ready" {
+		t.Fatalf("after gw-a left and gw-b became ready: %v", got)
+	}
+	if err := r.SetDiscovered([]Discovered{{Name: "x", URL: "ftp://x"}}); err == nil {
+		t.Fatal("a non-http URL was accepted")
 	}
 }

@@ -38,8 +38,11 @@ type Config struct {
 	Seed   uint64
 	// Static backends; gateways that push stats are added as they appear.
 	Static []StaticBackend
-	// Key checks gateways' signed stats; without it only static backends exist.
+	// Key checks gateways' signed stats; without it only static and
+	// discovered backends exist.
 	Key auth.Key
+	// Discovery says a discovery source (SetDiscovered) will supply backends.
+	Discovery bool
 	// APIKeys, when set, are required of every client request.
 	APIKeys *auth.APIKeys
 	// MaxBodyBytes bounds a request body; MaxMessages the messages in it;
@@ -93,8 +96,8 @@ func (c Config) Validate(reg *policy.Registry) error {
 			errs = append(errs, fmt.Errorf("static backend %q: capacity %d, want >= 1", b.Name, b.Capacity))
 		}
 	}
-	if len(c.Static) == 0 && len(c.Key.Secret) == 0 {
-		errs = append(errs, errors.New("no static backends and no HMAC key: gateways could never register; give --hmac-key-file or --backend"))
+	if len(c.Static) == 0 && len(c.Key.Secret) == 0 && !c.Discovery {
+		errs = append(errs, errors.New("no static backends, no discovery and no HMAC key: gateways could never register; give --hmac-key-file, --backend or --k8s-service"))
 	}
 	if c.MaxBodyBytes < 0 || c.MaxMessages < 1 || c.MaxTokensLimit < 1 || c.MaxAttempts < 1 || c.ProbeInterval <= 0 {
 		errs = append(errs, errors.New("body, message, max_tokens and attempt limits and the probe interval must be positive"))
@@ -112,6 +115,9 @@ func (c Config) Validate(reg *policy.Registry) error {
 type backend struct {
 	name, url, region string
 	static            bool
+	// discovered: found by a discovery source (Kubernetes), which may
+	// remove it again; also static (no stats; probes are its heartbeat).
+	discovered bool
 	boot              string
 	last              wire.Stats
 	lastSeen          time.Time
@@ -466,6 +472,76 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request, on bool) {
 	s.log.Info("operator drain", "backend", name, "drain", on)
 	writeJSON(w, http.StatusOK, map[string]any{"backend": name, "draining": on})
 }
+
+// Discovered is a backend a discovery source (Kubernetes EndpointSlices)
+// reports: a gateway's URL, ready or not.
+type Discovered struct {
+	Name  string
+	URL   string
+	Ready bool
+}
+
+// SetDiscovered replaces the backends found by discovery: new ones join
+// (with DiscoveredCapacity until they say otherwise), missing ones leave, and
+// one that is not ready is drained rather than forgotten, so it finishes what
+// it holds. Registered and static backends are left alone.
+func (s *Server) SetDiscovered(list []Discovered) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := make(map[string]Discovered, len(list))
+	for _, d := range list {
+		if !strings.HasPrefix(d.URL, "http://") && !strings.HasPrefix(d.URL, "https://") {
+			return fmt.Errorf("router: discovered backend %q: URL %q is not http(s)", d.Name, d.URL)
+		}
+		want[d.Name] = d
+	}
+	changed := false
+	kept := s.backends[:0:0]
+	for _, b := range s.backends {
+		if d, ok := want[b.name]; b.discovered && (!ok || d.URL != b.url) {
+			changed = true
+			continue
+		}
+		kept = append(kept, b)
+	}
+	have := map[string]bool{}
+	for _, b := range kept {
+		have[b.name] = true
+	}
+	for _, d := range list {
+		if !have[d.Name] {
+			kept = append(kept, &backend{name: d.Name, url: strings.TrimRight(d.URL, "/"), static: true, discovered: true,
+				last: wire.Stats{Backend: d.Name, Capacity: DiscoveredCapacity}, lastSeen: time.Now()})
+			changed = true
+		}
+	}
+	s.backends = kept
+	if changed {
+		if len(s.backends) == 0 {
+			s.core = nil
+		} else if err := s.rebuild(); err != nil {
+			return err
+		}
+	}
+	if s.core == nil {
+		return nil
+	}
+	now := s.now()
+	for _, d := range list {
+		if i, ok := s.core.Lookup(d.Name); ok {
+			if d.Ready {
+				_ = s.core.Undrain(now, i)
+			} else {
+				_ = s.core.Drain(now, i)
+			}
+		}
+	}
+	return nil
+}
+
+// DiscoveredCapacity is a discovered backend's capacity before it reports
+// its own: the gateway default of 25 requests for one worker.
+const DiscoveredCapacity = 25
 
 func checkStats(m *wire.Stats, sender string) error {
 	if m.Backend == "" || m.Backend != sender {
