@@ -118,9 +118,9 @@ type backend struct {
 	// discovered: found by a discovery source (Kubernetes), which may
 	// remove it again; also static (no stats; probes are its heartbeat).
 	discovered bool
-	boot              string
-	last              wire.Stats
-	lastSeen          time.Time
+	boot       string
+	last       wire.Stats
+	lastSeen   time.Time
 	// refused: a connection to it was refused; it takes nothing until its
 	// next stats message.
 	refused bool
