@@ -70,7 +70,9 @@ func NewKubeWatcher(client kubernetes.Interface, namespace, service, port string
 }
 
 // SetLogger sets the logger (slog.Default() otherwise). Call it before Run.
-func (w *KubeWatcher) SetLogger(l *slog.Logger) { w.log = l.With("component", "discovery", "service", w.namespace+"/"+w.service) }
+func (w *KubeWatcher) SetLogger(l *slog.Logger) {
+	w.log = l.With("component", "discovery", "service", w.namespace+"/"+w.service)
+}
 
 // Run watches until ctx ends and returns nil then, or an error if the first
 // list of EndpointSlices does not complete before ctx ends.
