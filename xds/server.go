@@ -20,6 +20,10 @@ import (
 	"google.golang.org/grpc/keepalive"
 )
 
+// DefaultListenerPort is the port of Envoy's HTTP listener unless
+// Options.ListenerPort says otherwise.
+const DefaultListenerPort = 10000
+
 // Options configure a Server. The zero value of every field takes the
 // default named in its comment.
 type Options struct {
@@ -71,7 +75,7 @@ func (o Options) withDefaults() Options {
 	def(&o.HashHeader, "x-session-id")
 	o.HashHeader = strings.ToLower(o.HashHeader)
 	if o.ListenerPort == 0 {
-		o.ListenerPort = 10000
+		o.ListenerPort = DefaultListenerPort
 	}
 	if o.RingSize == 0 {
 		o.RingSize = 4096
@@ -319,7 +323,11 @@ func (groupHash) ID(node *corev3.Node) string {
 // slogAdapter is go-control-plane's logger on slog.
 type slogAdapter struct{ l *slog.Logger }
 
-func (a slogAdapter) Debugf(format string, args ...any) { a.l.Debug(fmt.Sprintf(format, args...)) }
+func (a slogAdapter) Debugf(format string, args ...any) {
+	if a.l.Enabled(context.Background(), slog.LevelDebug) {
+		a.l.Debug(fmt.Sprintf(format, args...))
+	}
+}
 func (a slogAdapter) Infof(format string, args ...any)  { a.l.Info(fmt.Sprintf(format, args...)) }
 func (a slogAdapter) Warnf(format string, args ...any)  { a.l.Warn(fmt.Sprintf(format, args...)) }
 func (a slogAdapter) Errorf(format string, args ...any) { a.l.Error(fmt.Sprintf(format, args...)) }
