@@ -45,12 +45,12 @@ func TestGRPCConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	bootstrap := fmt.Sprintf(`{
   "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
   "node": {"id": "stargate-consumer-test", "locality": {"region": "test"}}
 }`, lis.Addr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestGRPCConsumer$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), consumerChildEnv+"=1", "GRPC_XDS_BOOTSTRAP_CONFIG="+bootstrap)
@@ -165,7 +165,7 @@ func splitError(bs []backend, eps []Endpoint, counts map[uint32]int, z float64, 
 }
 
 func runConsumer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	lis, err := net.FileListener(os.NewFile(3, "xds"))
 	if err != nil {
@@ -184,7 +184,9 @@ func runConsumer(t *testing.T) {
 	go func() { served <- s.Serve(sctx, lis) }()
 	defer func() {
 		stopServer()
-		<-served
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
 	}()
 
 	bs := startBackends(t, "a", "b", "c")
@@ -200,11 +202,12 @@ func runConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	client := healthpb.NewHealthClient(conn)
 	header := s.opts.HashHeader
 	r := rand.New(rand.NewPCG(1, 2))
 	probe := randomKeys(r, 400)
+	start := time.Now()
 	const n, z, ringSize = 4000, 4.5, 4096
 
 	// converge waits until a probe batch splits as eps say, loosely: the
@@ -232,7 +235,7 @@ func runConsumer(t *testing.T) {
 		if msg := splitError(bs, eps, counts, z, ringSize); msg != "" {
 			t.Errorf("%s: %s (counts by port %v)", name, msg, counts)
 		}
-		t.Logf("%s: weights %v -> calls a %d, b %d, c %d", name, weightsOf(eps), counts[bs[0].port], counts[bs[1].port], counts[bs[2].port])
+		t.Logf("%s (%.1fs): weights %v -> calls a %d, b %d, c %d", name, time.Since(start).Seconds(), weightsOf(eps), counts[bs[0].port], counts[bs[1].port], counts[bs[2].port])
 		return counts
 	}
 	all := []Health{Healthy, Healthy, Healthy}

@@ -109,9 +109,13 @@ type Server struct {
 	boot   string
 	m      metrics
 
+	// now and afterFunc are the clock; tests replace them.
+	now       func() time.Time
+	afterFunc func(time.Duration, func())
+
 	mu    sync.Mutex
 	co    *Coalescer
-	timer *time.Timer
+	armed bool
 	seq   uint64
 }
 
@@ -184,6 +188,10 @@ func NewServer(opts Options) (*Server, error) {
 		boot:   boot,
 		m:      m,
 		co:     NewCoalescer(o.Threshold, o.Window),
+		now:    time.Now,
+		afterFunc: func(d time.Duration, f func()) {
+			time.AfterFunc(d, f)
+		},
 	}, nil
 }
 
@@ -196,7 +204,7 @@ func (s *Server) Update(eps []Endpoint) {
 		s.log.Warn("xds update", "err", err)
 	}
 	s.m.updates.Inc()
-	now := time.Now()
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if due, ok := s.co.Offer(now, norm); ok {
@@ -205,8 +213,9 @@ func (s *Server) Update(eps []Endpoint) {
 }
 
 func (s *Server) armLocked(now, due time.Time) {
-	if s.timer == nil {
-		s.timer = time.AfterFunc(due.Sub(now), s.flush)
+	if !s.armed {
+		s.armed = true
+		s.afterFunc(due.Sub(now), s.flush)
 	}
 }
 
@@ -214,8 +223,8 @@ func (s *Server) armLocked(now, due time.Time) {
 func (s *Server) flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.timer = nil
-	now := time.Now()
+	s.armed = false
+	now := s.now()
 	eps, push := s.co.Flush(now)
 	if !push {
 		if due, ok := s.co.Pending(); ok {
@@ -276,7 +285,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	case <-ctx.Done():
 		// ADS streams never end by themselves: stop, not graceful stop.
 		gs.Stop()
-		<-errc
+		if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("xds: serve ADS on %s: %w", lis.Addr(), err)
+		}
 		return nil
 	case err := <-errc:
 		gs.Stop()

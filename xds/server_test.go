@@ -113,6 +113,25 @@ func TestServerPushes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A hand-driven clock: the test fires the push timer itself.
+	clock := time.Unix(1000, 0)
+	var timers []func()
+	var delays []time.Duration
+	s.now = func() time.Time { return clock }
+	s.afterFunc = func(d time.Duration, f func()) {
+		timers = append(timers, f)
+		delays = append(delays, d)
+	}
+	fire := func(advance time.Duration) {
+		t.Helper()
+		if len(timers) != 1 {
+			t.Fatalf("%d push timers armed, want 1", len(timers))
+		}
+		f := timers[0]
+		timers, delays = nil, nil
+		clock = clock.Add(advance)
+		f()
+	}
 	addr := startServer(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -125,7 +144,12 @@ func TestServerPushes(t *testing.T) {
 
 	for w := uint32(1); w <= 10; w++ {
 		s.Update(eps3(w*100, 100, 100))
+		clock = clock.Add(time.Millisecond)
 	}
+	if len(delays) != 1 || delays[0] != 50*time.Millisecond {
+		t.Fatalf("a burst armed timers after %v, want one after the 50ms window", delays)
+	}
+	fire(40 * time.Millisecond)
 	r := a.recv()
 	cla := loadAssignment(t, r)
 	if got := weightOf(cla, "a"); got != 1000 {
@@ -142,16 +166,14 @@ func TestServerPushes(t *testing.T) {
 
 	// 1000:100:100 -> 1050:100:100 moves no share by 10%: nothing is armed.
 	s.Update(eps3(1050, 100, 100))
-	s.mu.Lock()
-	armed := s.timer != nil
-	s.mu.Unlock()
-	if armed {
+	if len(timers) != 0 {
 		t.Error("a change under the threshold armed a push")
 	}
 
 	// Draining b is always pushed.
 	next := with(eps3(1050, 100, 100), func(e []Endpoint) { e[1].Health = Draining })
 	s.Update(next)
+	fire(50 * time.Millisecond)
 	r = a.recv()
 	cla = loadAssignment(t, r)
 	if r.GetVersionInfo() == v1 || !strings.HasSuffix(r.GetVersionInfo(), "-2") {
