@@ -9,13 +9,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/discovery"
 	"github.com/stargate-llm/stargate/drive"
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
@@ -24,6 +28,7 @@ import (
 	"github.com/stargate-llm/stargate/serve/gateway"
 	"github.com/stargate-llm/stargate/serve/router"
 	"github.com/stargate-llm/stargate/study"
+	"github.com/stargate-llm/stargate/xds"
 )
 
 // serveHandler serves h on ln until ctx ends, then shuts down with a grace
@@ -123,7 +128,7 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 
 func newRouterCmd() *cobra.Command {
 	cfg := router.DefaultConfig()
-	var listen, keyFile, apiKeys string
+	var listen, keyFile, apiKeys, xdsListen, k8sService, k8sPort, kubeconfig string
 	var backends []string
 	var verbose bool
 	cmd := &cobra.Command{
@@ -159,6 +164,14 @@ each backend's state, stats and weight.`,
 				cfg.Static = append(cfg.Static, sb)
 			}
 			cfg.Logger = logger(cmd.ErrOrStderr(), verbose)
+			var ns, svc string
+			if k8sService != "" {
+				var ok bool
+				if ns, svc, ok = strings.Cut(k8sService, "/"); !ok || ns == "" || svc == "" {
+					return usagef("--k8s-service %q: want NAMESPACE/NAME", k8sService)
+				}
+				cfg.Discovery = true
+			}
 			srv, err := router.New(cfg, reg)
 			if err != nil {
 				return usageError{err}
@@ -169,12 +182,47 @@ each backend's state, stats and weight.`,
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			done := make(chan struct{})
-			go func() { srv.Run(ctx); close(done) }()
+			g, gctx := errgroup.WithContext(ctx)
+			g.Go(func() error { srv.Run(gctx); return nil })
+			if xdsListen != "" {
+				xl, err := net.Listen("tcp", xdsListen)
+				if err != nil {
+					_ = ln.Close()
+					return usagef("--xds-listen %q: %v", xdsListen, err)
+				}
+				xs, err := xds.NewServer(xds.Options{Logger: cfg.Logger, Registerer: srv.Registerer()})
+				if err != nil {
+					_ = ln.Close()
+					_ = xl.Close()
+					return usageError{err}
+				}
+				g.Go(func() error { return xs.Serve(gctx, xl) })
+				g.Go(func() error { exportXDS(gctx, srv, xs); return nil })
+			}
+			if svc != "" {
+				client, err := discovery.NewClient(kubeconfig)
+				if err != nil {
+					_ = ln.Close()
+					return usageError{fmt.Errorf("--k8s-service: %w", err)}
+				}
+				w, err := discovery.NewKubeWatcher(client, ns, svc, k8sPort, func(ts []discovery.Target) {
+					if err := srv.SetDiscovered(discoveredBackends(ts)); err != nil {
+						cfg.Logger.Error("discovered backends", "err", err)
+					}
+				})
+				if err != nil {
+					_ = ln.Close()
+					return usageError{err}
+				}
+				w.SetLogger(cfg.Logger)
+				g.Go(func() error { return w.Run(gctx) })
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "http://%s\n", ln.Addr())
-			err = serveHandler(ctx, ln, srv.Handler())
+			err = serveHandler(gctx, ln, srv.Handler())
 			cancel()
-			<-done
+			if werr := g.Wait(); werr != nil && !errors.Is(werr, context.Canceled) && err == nil {
+				err = failure{werr}
+			}
 			return err
 		},
 	}
@@ -187,8 +235,65 @@ each backend's state, stats and weight.`,
 	f.StringArrayVar(&backends, "backend", nil, "static backend NAME=URL[@CAPACITY] (repeatable)")
 	f.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "backends one request may try before its first byte")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of randomized policies")
+	f.StringVar(&xdsListen, "xds-listen", "", "serve the backends and their policy weights over xDS (ADS) for Envoy and gRPC on this address")
+	f.StringVar(&k8sService, "k8s-service", "", "learn gateways from the EndpointSlices of this Kubernetes Service (NAMESPACE/NAME)")
+	f.StringVar(&k8sPort, "k8s-port", "http", "with --k8s-service: the Service port's name or number")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "with --k8s-service: a kubeconfig file (default: the pod's service account)")
 	f.BoolVar(&verbose, "verbose", false, "log debug messages")
 	return cmd
+}
+
+// exportXDS pushes the router's backends and weights to the xDS server
+// whenever they may have changed (the server coalesces and skips small
+// weight moves).
+func exportXDS(ctx context.Context, srv *router.Server, xs *xds.Server) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		xs.Update(xdsEndpoints(srv.Backends()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// xdsEndpoints maps the router's backends to xDS endpoints: weights at
+// least 1, and a backend that must get no traffic marked, never weighted 0.
+func xdsEndpoints(bs []router.BackendInfo) []xds.Endpoint {
+	out := make([]xds.Endpoint, 0, len(bs))
+	for _, b := range bs {
+		u, err := url.Parse(b.URL)
+		if err != nil || u.Hostname() == "" {
+			continue
+		}
+		port := 80
+		if p := u.Port(); p != "" {
+			port, _ = strconv.Atoi(p)
+		} else if u.Scheme == "https" {
+			port = 443
+		}
+		health := xds.Healthy
+		switch {
+		case b.State == "draining" || b.State == "terminated":
+			health = xds.Draining
+		case b.State != "ready" || !b.Eligible:
+			health = xds.Unhealthy
+		}
+		out = append(out, xds.Endpoint{ID: b.Name, Region: b.Region, Host: u.Hostname(), Port: uint32(port),
+			Weight: uint32(max(b.Weight, 1)), Health: health})
+	}
+	return out
+}
+
+// discoveredBackends turns Kubernetes targets into router backends.
+func discoveredBackends(ts []discovery.Target) []router.Discovered {
+	out := make([]router.Discovered, len(ts))
+	for i, t := range ts {
+		out[i] = router.Discovered{Name: t.Name, URL: "http://" + t.Addr, Ready: t.Ready}
+	}
+	return out
 }
 
 func parseStaticBackend(s string) (router.StaticBackend, error) {

@@ -15,6 +15,10 @@ func newMetrics(s *Server) *metrics {
 	return m
 }
 
+// Registerer lets other parts of the router process (the xDS server) add
+// their metrics to the router's /metrics.
+func (s *Server) Registerer() prometheus.Registerer { return s.met.reg }
+
 func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
 
 type collector struct{ s *Server }
