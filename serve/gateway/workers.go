@@ -38,7 +38,9 @@ func (w *remoteWorker) SeqLimit() int {
 	return w.limit
 }
 
-func (w *remoteWorker) CachedPromptAt(_ time.Duration, r *engine.Request) int { return w.recent[r.Session] }
+func (w *remoteWorker) CachedPromptAt(_ time.Duration, r *engine.Request) int {
+	return w.recent[r.Session]
+}
 
 func (w *remoteWorker) KVUsedAt(time.Duration) int { return w.kv }
 
