@@ -181,6 +181,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		}
 		s.mu.Unlock()
 		res := s.attempt(ctx, w, r, b, body, stream)
+		s.settleStatic(b)
 		if res.done {
 			s.end(res.reason, true)
 			return
@@ -227,9 +228,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 
 // target is a decision's backend as it was at decision time.
 type target struct {
-	index int
-	name  string
-	url   string
+	index  int
+	name   string
+	url    string
+	static bool
 }
 
 // decide asks the core, waiting if the policy says so; ok is false if the
@@ -260,9 +262,35 @@ func (s *Server) decide(ctx context.Context, id, session uint64, exclude []int) 
 	}
 	s.mu.Lock()
 	b := s.backends[d.Backend]
-	t := target{index: d.Backend, name: b.name, url: b.url}
+	t := target{index: d.Backend, name: b.name, url: b.url, static: b.static}
+	if b.static {
+		b.inflight++
+		b.last.Received++
+	}
 	s.mu.Unlock()
 	return d, t, true
+}
+
+// settleStatic ends an attempt at a static backend. No gateway reports such
+// a backend's load, so the router reports it to its core itself, as stats
+// that count every dispatch so far as received and the attempts still open
+// as active; without them each dispatch would stay pending for good and the
+// backend would look full after capacity requests in all.
+func (s *Server) settleStatic(t target) {
+	if !t.static {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.index >= len(s.backends) || s.backends[t.index].name != t.name {
+		return
+	}
+	b := s.backends[t.index]
+	b.inflight = max(b.inflight-1, 0)
+	b.last.Seq++
+	b.last.Active = b.inflight
+	s.outBuf = s.core.OnStats(s.now(), s.coreStats(t.index, &b.last), s.outBuf[:0])
+	s.deliver(s.outBuf)
 }
 
 // tooShort lists backends whose context is shorter than prompt tokens.

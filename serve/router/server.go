@@ -106,6 +106,9 @@ type backend struct {
 	last              wire.Stats
 	lastSeen          time.Time
 	failed            bool
+	// inflight counts this router's requests at a static backend: with no
+	// gateway to send stats, the router writes its own (settleStatic).
+	inflight int
 }
 
 // Server is a running router replica.
@@ -256,7 +259,7 @@ func (s *Server) rebuild() error {
 	now := s.now()
 	for i, b := range s.backends {
 		c.SetEligible(i, !b.failed)
-		if !b.static && b.last.Seq > 0 {
+		if b.last.Seq > 0 {
 			s.outBuf = c.OnStats(now, s.coreStats(i, &b.last), s.outBuf[:0])
 		}
 	}
