@@ -17,7 +17,7 @@ import (
 
 func newEngineCmd() *cobra.Command {
 	cfg := engine.DefaultConfig()
-	var profile, listen, fenceKey string
+	var profile, listen, fenceKey, pprofAddr string
 	cmd := &cobra.Command{
 		Use:   "engine",
 		Short: "Serve a mock OpenAI-compatible engine whose GPUs run the engine model",
@@ -48,6 +48,10 @@ clock. Tokens stream at the pace of the model's steps.`,
 			if err != nil {
 				return usagef("--listen %q: %v", listen, err)
 			}
+			if err := startPprof(cmd.Context(), pprofAddr, cmd.ErrOrStderr()); err != nil {
+				_ = ln.Close()
+				return err
+			}
 			return serve(cmd.Context(), cmd, ln, srv)
 		},
 	}
@@ -58,6 +62,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 	f.IntVar(&cfg.MaxModelLen, "max-model-len", cfg.MaxModelLen, "longest prompt plus output, in tokens")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the output text")
 	f.StringVar(&listen, "listen", "127.0.0.1:8001", "address to listen on")
+	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.StringVar(&fenceKey, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) that signs idle fences for gateways and checks operators' POST /admin/faults")
 	f.Float64Var(&cfg.Faults.ErrorRate, "fault-error-rate", 0, "operator fault: fail this share of requests with a 500")
 	f.BoolVar(&cfg.Faults.Hang, "fault-hang", false, "operator fault: accept requests and never answer")

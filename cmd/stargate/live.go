@@ -61,7 +61,7 @@ func logger(w io.Writer, verbose bool) *slog.Logger {
 
 func newGatewayCmd() *cobra.Command {
 	cfg := gateway.DefaultConfig()
-	var listen, keyFile string
+	var listen, keyFile, pprofAddr string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -96,6 +96,10 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 				return usageError{err}
 			}
 			ctx := cmd.Context()
+			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr()); err != nil {
+				_ = ln.Close()
+				return err
+			}
 			if err := srv.Start(ctx); err != nil {
 				_ = ln.Close()
 				if ctx.Err() != nil {
@@ -122,13 +126,14 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 	f.IntVar(&cfg.Slots.MaxInflightPerWorker, "max-inflight-per-worker", cfg.Slots.MaxInflightPerWorker, "submissions one worker may hold at once")
 	f.IntVar(&cfg.Slots.MaxWaitingRequests, "max-waiting-requests", cfg.Slots.MaxWaitingRequests, "submissions that may wait for a worker permit")
 	f.DurationVar(&cfg.UpstreamIdleTimeout, "upstream-idle-timeout", cfg.UpstreamIdleTimeout, "longest wait for the engine's next byte; longer quarantines the worker")
+	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.BoolVar(&verbose, "verbose", false, "log debug messages")
 	return cmd
 }
 
 func newRouterCmd() *cobra.Command {
 	cfg := router.DefaultConfig()
-	var listen, keyFile, apiKeys, xdsListen, k8sService, k8sPort, kubeconfig string
+	var listen, keyFile, apiKeys, pprofAddr, xdsListen, k8sService, k8sPort, kubeconfig string
 	var backends []string
 	var verbose bool
 	cmd := &cobra.Command{
@@ -182,6 +187,10 @@ each backend's state, stats and weight.`,
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
+			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr()); err != nil {
+				_ = ln.Close()
+				return err
+			}
 			g, gctx := errgroup.WithContext(ctx)
 			g.Go(func() error { srv.Run(gctx); return nil })
 			if xdsListen != "" {
@@ -235,6 +244,7 @@ each backend's state, stats and weight.`,
 	f.StringArrayVar(&backends, "backend", nil, "static backend NAME=URL[@CAPACITY] (repeatable)")
 	f.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "backends one request may try before its first byte")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of randomized policies")
+	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.StringVar(&xdsListen, "xds-listen", "", "serve the backends and their policy weights over xDS (ADS) for Envoy and gRPC on this address")
 	f.StringVar(&k8sService, "k8s-service", "", "learn gateways from the EndpointSlices of this Kubernetes Service (NAMESPACE/NAME)")
 	f.StringVar(&k8sPort, "k8s-port", "http", "with --k8s-service: the Service port's name or number")
@@ -312,8 +322,9 @@ func parseStaticBackend(s string) (router.StaticBackend, error) {
 }
 
 func newFleetCmd() *cobra.Command {
-	var fleetName, pol string
+	var fleetName, pol, pprofAddr string
 	var routers int
+	scale := 1.0
 	var seed uint64
 	var verbose bool
 	cmd := &cobra.Command{
@@ -336,7 +347,15 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 			if err != nil {
 				return usageError{err}
 			}
+			if scale != 1 {
+				if err := study.ScaleConfig(&scfg, scale); err != nil {
+					return usagef("--scale: %v", err)
+				}
+			}
 			ctx := cmd.Context()
+			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			f, err := fleet.Start(ctx, scfg, reg, fleet.Options{RoutersPerRegion: routers, Seed: seed, Logger: logger(cmd.ErrOrStderr(), verbose)})
 			if err != nil {
 				if ctx.Err() != nil {
@@ -346,7 +365,11 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 			}
 			defer f.Stop()
 			fmt.Fprintln(cmd.OutOrStdout(), strings.Join(f.RouterURLs, ","))
-			fmt.Fprintf(cmd.ErrOrStderr(), "fleet %s: %d backends, %d routers, policy %s; Ctrl-C stops it\n", fl.Name, len(f.Gateways), len(f.Routers), pol)
+			gpus := 0
+			for _, b := range scfg.Backends {
+				gpus += b.Workers
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "fleet %s: %d backends, %d GPUs, %d routers, policy %s; Ctrl-C stops it\n", fl.Name, len(f.Gateways), gpus, len(f.Routers), pol)
 			<-ctx.Done()
 			return nil
 		},
@@ -355,6 +378,8 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 	f.StringVar(&fleetName, "fleet", "small", "fleet: small, hetero, homo or a fleet file")
 	f.StringVar(&pol, "policy", "pulsar-waw", "placement policy")
 	f.IntVar(&routers, "routers-per-region", 0, "routers in each region (0: the fleet's own count)")
+	f.Float64Var(&scale, "scale", scale, "fraction of every backend's GPUs (at least 1; one router per region below 1), as the live study's --scale")
+	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.Uint64Var(&seed, "seed", 1, "seed of the engines' text and the policies")
 	f.BoolVar(&verbose, "verbose", false, "log the services' messages")
 	return cmd

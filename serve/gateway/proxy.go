@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -270,7 +271,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 	w.Header().Set(wire.HeaderBackend, s.cfg.ID)
 	w.WriteHeader(resp.StatusCode)
 	flusher, _ := w.(http.Flusher)
-	buf := make([]byte, 32<<10)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	streaming := resp.Header.Get("Content-Type") == "text/event-stream"
 	for {
 		idle.Reset(s.cfg.UpstreamIdleTimeout)
@@ -310,6 +313,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 }
 
 var errIdle = errors.New("no byte from the engine within the idle timeout")
+
+// copyBufs holds the buffers answers are copied through, one per request in
+// flight: a fresh 32 KiB buffer per request was most of the bytes the proxy
+// allocated, and the garbage collection they caused (BENCHMARKS.md).
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // writeStreamError ends a stream with an SSE error event, never silently.
 func writeStreamError(w http.ResponseWriter, msg string) {

@@ -83,3 +83,40 @@ func FuzzPromptTokens(f *testing.F) {
 		}
 	})
 }
+
+func TestTextPlainAndEscaped(t *testing.T) {
+	for _, tt := range []struct{ raw, want string }{
+		{`"hello"`, "hello"},
+		{`""`, ""},
+		{`"h\u00e9llo \"q\" \\ \n"`, "héllo \"q\" \\ \n"},
+		{`"héllo"`, "héllo"},
+		{"\"bad \xff byte\"", "bad \uFFFD byte"},
+		{`[{"type":"text","text":"a"},{"type":"text","text":"b"}]`, "ab"},
+		{`null`, ""},
+	} {
+		got, err := Text(json.RawMessage(tt.raw))
+		if err != nil || got != tt.want {
+			t.Errorf("Text(%s) = %q, %v; want %q", tt.raw, got, err, tt.want)
+		}
+	}
+}
+
+// The plain-string path must read exactly what the JSON decoder reads.
+func FuzzPlainString(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"a\"b"`, `"\u0041"`, "\"\x01\"", "\"\xff\"", `"`, `""`, `"a"b"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := plainString(raw)
+		if !ok {
+			return
+		}
+		var want string
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatalf("plainString accepted %q, which is not a JSON string: %v", raw, err)
+		}
+		if got != want {
+			t.Fatalf("plainString(%q) = %q, the decoder reads %q", raw, got, want)
+		}
+	})
+}

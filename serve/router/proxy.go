@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
 
 	"github.com/stargate-llm/stargate/policy"
 	rcore "github.com/stargate-llm/stargate/router"
@@ -196,6 +197,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		s.mu.Unlock()
 		res := s.attempt(ctx, w, r, b, body, stream, tokens)
 		s.report(b, res, tokens)
+		s.settleStatic(b)
 		if res.done {
 			s.end(res.reason, true)
 			return
@@ -251,9 +253,10 @@ func refused(exclude []int) int {
 
 // target is a decision's backend as it was at decision time.
 type target struct {
-	index int
-	name  string
-	url   string
+	index  int
+	name   string
+	url    string
+	static bool
 }
 
 // decide asks the core, waiting if the policy says so; ok is false if the
@@ -284,9 +287,35 @@ func (s *Server) decide(ctx context.Context, id, session uint64, tokens int, exc
 	}
 	s.mu.Lock()
 	b := s.backends[d.Backend]
-	t := target{index: d.Backend, name: b.name, url: b.url}
+	t := target{index: d.Backend, name: b.name, url: b.url, static: b.static}
+	if b.static {
+		b.inflight++
+		b.last.Received++
+	}
 	s.mu.Unlock()
 	return d, t, true
+}
+
+// settleStatic ends an attempt at a static backend. No gateway reports such
+// a backend's load, so the router reports it to its core itself, as stats
+// that count every dispatch so far as received and the attempts still open
+// as active; without them each dispatch would stay pending for good and the
+// backend would look full after capacity requests in all.
+func (s *Server) settleStatic(t target) {
+	if !t.static {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.index >= len(s.backends) || s.backends[t.index].name != t.name {
+		return
+	}
+	b := s.backends[t.index]
+	b.inflight = max(b.inflight-1, 0)
+	b.last.Seq++
+	b.last.Active = b.inflight
+	s.outBuf = s.core.OnStats(s.now(), s.coreStats(t.index, &b.last), s.outBuf[:0])
+	s.deliver(s.outBuf)
 }
 
 // tooShort lists backends whose context is shorter than prompt tokens.
@@ -410,13 +439,14 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 	}
 	w.Header().Set(wire.HeaderBackend, b.name)
+	// The header leaves with the first body bytes, which are flushed at once:
+	// a flush of its own would cost every request one more write.
 	w.WriteHeader(resp.StatusCode)
 	flusher, _ := w.(http.Flusher)
-	if flusher != nil {
-		flusher.Flush()
-	}
 	res := attemptResult{status: resp.StatusCode, limit: -1}
-	buf := make([]byte, 32<<10)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	streaming := stream && resp.Header.Get("Content-Type") == "text/event-stream"
 	sawError := false
 	for {
@@ -473,6 +503,11 @@ func (s *Server) anotherFits(b, tokens int) bool {
 
 // sseError starts an in-stream error event.
 var sseError = []byte(`data: {"error"`)
+
+// copyBufs holds the buffers answers are copied through, one per request in
+// flight: a fresh 32 KiB buffer per request was most of the bytes the proxy
+// allocated, and the garbage collection they caused (BENCHMARKS.md).
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // writeStreamError ends a stream with an SSE error event, never silently.
 func writeStreamError(w http.ResponseWriter, msg string) {

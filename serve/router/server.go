@@ -124,8 +124,9 @@ type backend struct {
 	// refused: a connection to it was refused; it takes nothing until its
 	// next stats message.
 	refused bool
-	// seq numbers a static backend's synthetic heartbeats.
-	seq uint64
+	// inflight counts this router's requests at a static backend: with no
+	// gateway to send stats, the router writes its own (settleStatic).
+	inflight int
 }
 
 // Server is a running router replica.
@@ -284,10 +285,9 @@ func (s *Server) probed(name string, rtt time.Duration) {
 	now := s.now()
 	s.core.OnProbe(now, i, rtt)
 	if b := s.backends[i]; b.static {
-		b.seq++
 		b.lastSeen = time.Now()
-		st := &core.Stats{Backend: i, Seq: b.seq, Capacity: b.last.Capacity, Received: []uint64{0}}
-		s.outBuf = s.core.OnStats(now, st, s.outBuf[:0])
+		b.last.Seq++
+		s.outBuf = s.core.OnStats(now, s.coreStats(i, &b.last), s.outBuf[:0])
 		s.deliver(s.outBuf)
 	}
 }

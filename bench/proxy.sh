@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Proxy benchmark: the mock engine called directly, through Stargate (router
+# + gateway) and through nginx (proxy_buffering off), side by side in one run,
+# 200 concurrent streaming clients. See BENCHMARKS.md ("Proxy path").
+#
+#   bench/proxy.sh                      # everything, about 5 minutes
+#   REPS=5 DURATION=20s bench/proxy.sh  # longer
+#
+# Settings (environment):
+#   STREAMS=200      concurrent closed-loop clients
+#   WARMUP=3s        per measurement, before the measured window
+#   DURATION=10s     measured window
+#   REPS=3           repetitions of every measurement; the table gives medians
+#   THINK=200ms      mean think time of the paced runs (0 runs only saturated)
+#   MAX_TOKENS=16    output tokens per request
+#   PIN=1            proxies on CPU 1, engine and load generator on CPU 0
+#   MODE=registered  the gateway registers with the router (signed stats);
+#                    MODE=static lists it with --backend instead
+#   PROFILE=1        capture CPU profiles of router and gateway under load
+#   TARGETS="engine stargate nginx"  what to measure (engine must be first)
+#   OUT=out/bench-proxy  where the run lines, tables and profiles go
+#
+# Installs nginx from Debian (apt-get) if it is missing; that needs root.
+# Everything listens on 127.0.0.1 ports 18001-18202; all processes stop at exit.
+set -euo pipefail
+
+STREAMS=${STREAMS:-200}
+WARMUP=${WARMUP:-3s}
+DURATION=${DURATION:-10s}
+REPS=${REPS:-3}
+THINK=${THINK:-200ms}
+MAX_TOKENS=${MAX_TOKENS:-16}
+PIN=${PIN:-1}
+MODE=${MODE:-registered}
+PROFILE=${PROFILE:-1}
+TARGETS=${TARGETS:-engine stargate nginx}
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+OUT=${OUT:-out/bench-proxy}
+mkdir -p "$OUT"
+work=$(mktemp -d /tmp/stargate-bench.XXXXXX)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ENGINE=127.0.0.1:18001 GATEWAY=127.0.0.1:18101 ROUTER=127.0.0.1:18080 NGINX=127.0.0.1:18090
+GW_PPROF=127.0.0.1:18201 RT_PPROF=127.0.0.1:18202
+
+# nginx from Debian.
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+	echo "installing nginx from Debian" >&2
+	as_root=()
+	if [ "$(id -u)" != 0 ]; then
+		if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+			as_root=(sudo -n)
+		else
+			echo "nginx is missing and this user cannot install it; run: apt-get install nginx (as root)" >&2
+			exit 1
+		fi
+	fi
+	"${as_root[@]}" apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends nginx >/dev/null
+fi
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+
+echo "building" >&2
+go build -o "$work/stargate" ./cmd/stargate
+go build -o "$work/proxyload" ./cmd/proxyload
+
+# CPU placement: with PIN=1 and 2+ CPUs the proxies run on CPU 1, the engine
+# and the load generator on CPU 0 (Go sizes GOMAXPROCS to the CPUs allowed).
+client=() proxy=() workers=auto
+if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+	client=(taskset -c 0) proxy=(taskset -c 1) workers=1
+fi
+
+{
+	echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+	echo "cpus: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+	echo "go: $(go version | cut -d' ' -f3), nginx: $("$nginx_bin" -v 2>&1 | cut -d/ -f2)"
+	echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (modified)')"
+	echo "settings: STREAMS=$STREAMS WARMUP=$WARMUP DURATION=$DURATION REPS=$REPS THINK=$THINK MAX_TOKENS=$MAX_TOKENS PIN=$PIN MODE=$MODE"
+	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$OUT/machine.txt" >&2
+
+start() { # start NAME CMD...: run in the background, log to $work/NAME.log
+	local name=$1
+	shift
+	"$@" >"$work/$name.log" 2>&1 &
+	pids+=($!)
+}
+
+wait_for() { # wait_for WHAT CMD...: retry CMD for up to 15 s
+	local what=$1
+	shift
+	for _ in $(seq 150); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.1
+	done
+	echo "$what did not come up; logs in $work:" >&2
+	tail -n 5 "$work"/*.log >&2
+	exit 1
+}
+
+start engine "${client[@]}" "$work/stargate" engine --gpus 1 --profile bench/engine-fast.yaml --listen "$ENGINE"
+engine_pid=${pids[-1]}
+wait_for engine curl -sf "http://$ENGINE/health"
+
+printf 'bench:%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$work/key.txt"
+gateway_args=(--engine "http://$ENGINE" --listen "$GATEWAY" --id gw-bench --max-inflight-per-worker 512 --pprof "$GW_PPROF")
+case $MODE in
+registered)
+	start router "${proxy[@]}" "$work/stargate" router --listen "$ROUTER" --hmac-key-file "$work/key.txt" --pprof "$RT_PPROF"
+	router_pid=${pids[-1]}
+	start gateway "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --router "http://$ROUTER" --hmac-key-file "$work/key.txt"
+	;;
+static)
+	start router "${proxy[@]}" "$work/stargate" router --listen "$ROUTER" --backend "gw-bench=http://$GATEWAY@512" --pprof "$RT_PPROF"
+	router_pid=${pids[-1]}
+	start gateway "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}"
+	;;
+*)
+	echo "MODE=$MODE: want registered or static" >&2
+	exit 2
+	;;
+esac
+gateway_pid=${pids[-1]}
+wait_for gateway curl -sf "http://$GATEWAY/health"
+wait_for "the gateway's registration" sh -c "curl -sf http://$ROUTER/v1/stargate/backends | grep -q '\"state\":\"ready\"'"
+
+mkdir -p "$work/nginx"
+cat >"$work/nginx.conf" <<CONF
+daemon off;
+master_process on;
+worker_processes $workers;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $work/nginx/body;
+    proxy_temp_path $work/nginx/proxy;
+    fastcgi_temp_path $work/nginx/fastcgi;
+    uwsgi_temp_path $work/nginx/uwsgi;
+    scgi_temp_path $work/nginx/scgi;
+    upstream engine {
+        server $ENGINE;
+        keepalive 512;
+    }
+    server {
+        listen $NGINX;
+        location / {
+            proxy_pass http://engine;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }
+    }
+}
+CONF
+start nginx "${proxy[@]}" "$nginx_bin" -p "$work/nginx" -e "$work/nginx-error.log" -c "$work/nginx.conf"
+nginx_master=${pids[-1]}
+wait_for nginx curl -sf -o /dev/null "http://$NGINX/health"
+nginx_pids=$(echo "$nginx_master" $(pgrep -P "$nginx_master") | tr ' ' ',')
+
+declare -A target_url=([engine]="http://$ENGINE" [stargate]="http://$ROUTER" [nginx]="http://$NGINX")
+declare -A target_pids=([engine]="$engine_pid" [stargate]="$router_pid,$gateway_pid" [nginx]="$nginx_pids")
+
+measure() { # measure FILE THINK REP TARGET
+	"${client[@]}" "$work/proxyload" run --url "${target_url[$4]}" --pids "${target_pids[$4]}" --engine-pid "$engine_pid" \
+		--label "$4" --rep "$3" --streams "$STREAMS" --warmup "$WARMUP" --duration "$DURATION" \
+		--max-tokens "$MAX_TOKENS" --think "$2" >>"$1"
+}
+
+modes=(saturated)
+[ "$THINK" != 0 ] && modes+=(paced)
+for mode in "${modes[@]}"; do
+	think=0
+	[ "$mode" = paced ] && think=$THINK
+	: >"$OUT/$mode.ndjson"
+	echo "== $mode (think $think)" >&2
+	for rep in $(seq "$REPS"); do
+		for t in $TARGETS; do
+			measure "$OUT/$mode.ndjson" "$think" "$rep" "$t"
+		done
+	done
+done
+
+if [ "$PROFILE" = 1 ]; then
+	echo "== CPU profiles of router and gateway under saturating load" >&2
+	secs=$(( ${DURATION%s} ))
+	curl -sf -o "$OUT/router.pprof" "http://$RT_PPROF/debug/pprof/profile?seconds=$secs" &
+	p1=$!
+	curl -sf -o "$OUT/gateway.pprof" "http://$GW_PPROF/debug/pprof/profile?seconds=$secs" &
+	p2=$!
+	"${client[@]}" "$work/proxyload" run --url "http://$ROUTER" --pids "$router_pid,$gateway_pid" --engine-pid "$engine_pid" \
+		--label stargate-profiled --streams "$STREAMS" --warmup 0s --duration "$DURATION" --max-tokens "$MAX_TOKENS" >"$OUT/profiled.ndjson"
+	wait "$p1" "$p2"
+	curl -sf -o "$OUT/router-allocs.pprof" "http://$RT_PPROF/debug/pprof/allocs"
+	curl -sf -o "$OUT/gateway-allocs.pprof" "http://$GW_PPROF/debug/pprof/allocs"
+	for s in router gateway; do
+		go tool pprof -top -nodecount=25 "$work/stargate" "$OUT/$s.pprof" >"$OUT/$s-top.txt" 2>/dev/null
+		go tool pprof -top -cum -nodecount=40 "$work/stargate" "$OUT/$s.pprof" >"$OUT/$s-cum.txt" 2>/dev/null
+		go tool pprof -top -sample_index=alloc_space -nodecount=25 "$work/stargate" "$OUT/$s-allocs.pprof" >"$OUT/$s-allocs.txt" 2>/dev/null
+	done
+	cp "$work/stargate" "$OUT/stargate.bin"
+fi
+
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt" >&2
+echo
+cat "$OUT/machine.txt"
+for mode in "${modes[@]}"; do
+	echo
+	echo "$mode: $STREAMS streams, think $([ "$mode" = paced ] && echo "$THINK" || echo 0), medians of $REPS runs; added = minus the engine called directly in the same repetition"
+	"$work/proxyload" table "$OUT/$mode.ndjson" | tee "$OUT/$mode.txt"
+	"$work/proxyload" table --markdown "$OUT/$mode.ndjson" >"$OUT/$mode.md"
+done

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStat(t *testing.T) {
+	for name, tt := range map[string]struct {
+		in   string
+		want float64
+		err  bool
+	}{
+		"plain":            {in: "42 (stargate) S 1 42 42 0 -1 4194560 100 0 0 0 250 130 0 0 20 0 9 0", want: 3.8},
+		"name with spaces": {in: "7 (a b) c) R 1 7 7 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0", want: 0.03},
+		"no name":          {in: "42 stargate S 1", err: true},
+		"short":            {in: "42 (x) S 1 2 3", err: true},
+		"not a number":     {in: "42 (x) S 1 42 42 0 -1 0 0 0 0 0 x 130 0", err: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseStat([]byte(tt.in))
+			if (err != nil) != tt.err {
+				t.Fatalf("err %v, want error %v", err, tt.err)
+			}
+			if math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("%v s, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadStream(t *testing.T) {
+	for name, tt := range map[string]struct {
+		in  string
+		err string
+	}{
+		"content then done": {in: "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n"},
+		"crlf":              {in: "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\r\n\r\ndata: [DONE]\r\n\r\n"},
+		"no content":        {in: "data: {\"choices\":[{\"delta\":{}}]}\n\ndata: [DONE]\n\n", err: "without content"},
+		"cut":               {in: "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n", err: "cut before [DONE]"},
+		"error event":       {in: "data: {\"error\":{\"message\":\"gone\"}}\n\ndata: [DONE]\n\n", err: "in-stream error: gone"},
+		"bad json":          {in: "data: {nope\n\n", err: "bad SSE event"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := readStream(strings.NewReader(tt.in), time.Now())
+			if tt.err == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("err %v, want one with %q", err, tt.err)
+			}
+		})
+	}
+}
+
+func TestSummarizePairsRepetitions(t *testing.T) {
+	runs := []Result{
+		{Label: "engine", Rep: 1, RPS: 100, TTFTP50: 1, TTFTP99: 2},
+		{Label: "proxy", Rep: 1, RPS: 90, TTFTP50: 2, TTFTP99: 5, CPUPerReq: 10},
+		{Label: "engine", Rep: 2, RPS: 120, TTFTP50: 3, TTFTP99: 10},
+		{Label: "proxy", Rep: 2, RPS: 80, TTFTP50: 3.5, TTFTP99: 11, CPUPerReq: 30},
+		{Label: "engine", Rep: 3, RPS: 110, TTFTP50: 2, TTFTP99: 4},
+		{Label: "proxy", Rep: 3, RPS: 70, TTFTP50: 4, TTFTP99: 8, CPUPerReq: 20, Errors: 2},
+	}
+	rows, err := Summarize(runs, "engine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Label != "engine" || rows[1].Label != "proxy" {
+		t.Fatalf("rows %+v, want engine then proxy", rows)
+	}
+	p := rows[1]
+	// Added TTFT pairs repetitions: p50 {1, 0.5, 2} -> 1; p99 {3, 1, 4} -> 3.
+	want := Row{Label: "proxy", Runs: 3, RPS: 80, P50: 3.5, P99: 8, AddedP50: 1, AddedP99: 3, CPUPerReq: 20, Errors: 2}
+	if p != want {
+		t.Errorf("proxy row %+v, want %+v", p, want)
+	}
+	if rows[0].AddedP50 != 0 || rows[0].RPS != 110 {
+		t.Errorf("engine row %+v", rows[0])
+	}
+	if _, err := Summarize(runs, "nginx"); err == nil {
+		t.Error("a missing baseline is not an error")
+	}
+}
+
+func TestMedianAndPercentile(t *testing.T) {
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median %v, want 2.5", m)
+	}
+	d := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if p := percentile(d, 0.5); p != 5 {
+		t.Errorf("p50 %v, want 5", p)
+	}
+	if p := percentile(d, 0.99); p != 10 {
+		t.Errorf("p99 %v, want 10", p)
+	}
+}

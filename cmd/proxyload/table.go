@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"text/tabwriter"
+)
+
+func runTable(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("table", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	baseline := fs.String("baseline", "engine", "label of the direct runs that added TTFT is measured over")
+	markdown := fs.Bool("markdown", false, "print a Markdown table")
+	if err := fs.Parse(args); err != nil {
+		return usage{err}
+	}
+	if fs.NArg() == 0 {
+		return usage{errors.New("table: give the file(s) of run lines")}
+	}
+	var runs []Result
+	for _, name := range fs.Args() {
+		r, err := readRuns(name)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r...)
+	}
+	rows, err := Summarize(runs, *baseline)
+	if err != nil {
+		return err
+	}
+	writeTable(stdout, rows, *markdown)
+	return nil
+}
+
+func readRuns(name string) ([]Result, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Result
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var r Result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: not a run line: %w", name, line, err)
+		}
+		out = append(out, r)
+	}
+	return out, sc.Err()
+}
+
+// Row is one label's medians over its runs.
+type Row struct {
+	Label                string
+	Runs                 int
+	RPS, P50, P99        float64
+	AddedP50, AddedP99   float64 // NaN for the baseline
+	CPUPerReq, EngineCPU float64
+	Errors               int
+}
+
+// Summarize takes the median of every figure per label, in the order labels
+// first appear; added TTFT is the median over repetitions of the label's
+// TTFT minus the baseline's TTFT in the same repetition.
+func Summarize(runs []Result, baseline string) ([]Row, error) {
+	var order []string
+	by := map[string][]Result{}
+	for _, r := range runs {
+		if _, ok := by[r.Label]; !ok {
+			order = append(order, r.Label)
+		}
+		by[r.Label] = append(by[r.Label], r)
+	}
+	base := map[int]Result{}
+	for _, r := range by[baseline] {
+		base[r.Rep] = r
+	}
+	if len(base) == 0 {
+		return nil, fmt.Errorf("no runs of the baseline %q", baseline)
+	}
+	var rows []Row
+	for _, l := range order {
+		rs := by[l]
+		row := Row{Label: l, Runs: len(rs)}
+		var rps, p50, p99, cpu, eng, a50, a99 []float64
+		for _, r := range rs {
+			rps, p50, p99 = append(rps, r.RPS), append(p50, r.TTFTP50), append(p99, r.TTFTP99)
+			cpu, eng = append(cpu, r.CPUPerReq), append(eng, r.EngineCPU)
+			row.Errors += r.Errors
+			if b, ok := base[r.Rep]; ok {
+				a50, a99 = append(a50, r.TTFTP50-b.TTFTP50), append(a99, r.TTFTP99-b.TTFTP99)
+			}
+		}
+		row.RPS, row.P50, row.P99, row.CPUPerReq, row.EngineCPU = median(rps), median(p50), median(p99), median(cpu), median(eng)
+		row.AddedP50, row.AddedP99 = median(a50), median(a99)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func writeTable(w io.Writer, rows []Row, markdown bool) {
+	head := []string{"target", "runs", "req/s", "TTFT p50 ms", "TTFT p99 ms", "added p50 ms", "added p99 ms", "proxy CPU us/req", "engine CPU us/req", "errors"}
+	cells := func(r Row) []string {
+		return []string{r.Label, fmt.Sprint(r.Runs), fmt.Sprintf("%.0f", r.RPS), fmt.Sprintf("%.2f", r.P50), fmt.Sprintf("%.2f", r.P99),
+			fmt.Sprintf("%+.2f", r.AddedP50), fmt.Sprintf("%+.2f", r.AddedP99), fmt.Sprintf("%.0f", r.CPUPerReq), fmt.Sprintf("%.0f", r.EngineCPU), fmt.Sprint(r.Errors)}
+	}
+	if markdown {
+		line := func(c []string) {
+			fmt.Fprint(w, "|")
+			for _, s := range c {
+				fmt.Fprintf(w, " %s |", s)
+			}
+			fmt.Fprintln(w)
+		}
+		line(head)
+		sep := make([]string, len(head))
+		for i := range sep {
+			sep[i] = "---"
+		}
+		line(sep)
+		for _, r := range rows {
+			line(cells(r))
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, c := range append([][]string{head}, mapRows(rows, cells)...) {
+		for _, s := range c {
+			fmt.Fprintf(tw, "%s\t", s)
+		}
+		fmt.Fprintln(tw)
+	}
+	_ = tw.Flush()
+}
+
+func mapRows(rows []Row, f func(Row) []string) [][]string {
+	out := make([][]string, len(rows))
+	for i, r := range rows {
+		out[i] = f(r)
+	}
+	return out
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+)
+
+// pprofFlagUsage documents --pprof on every service command.
+const pprofFlagUsage = "serve net/http/pprof on this address (e.g. 127.0.0.1:6060; off when empty)"
+
+// startPprof serves the runtime profiles under /debug/pprof/ on addr, on a
+// listener of its own so that they never share the service's port, until
+// ctx ends. An empty addr does nothing.
+func startPprof(ctx context.Context, addr string, errw io.Writer) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return usagef("--pprof %q: %v", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(errw, "pprof server: %v\n", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		_ = hs.Close()
+	}()
+	fmt.Fprintf(errw, "pprof on http://%s/debug/pprof/\n", ln.Addr())
+	return nil
+}
