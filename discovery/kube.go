@@ -14,8 +14,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	typedv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	listersv1 "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -36,7 +37,7 @@ type Target struct {
 // KubeWatcher watches the EndpointSlices of one Service and reports the
 // Service's endpoints on the chosen port each time they change.
 type KubeWatcher struct {
-	client    kubernetes.Interface
+	client    typedv1.EndpointSlicesGetter
 	namespace string
 	service   string
 	port      string
@@ -56,7 +57,7 @@ type KubeWatcher struct {
 // port. onChange receives the whole sorted target list after the first sync
 // (even an empty one) and after every change; it is called from one
 // goroutine at a time and must not block for long.
-func NewKubeWatcher(client kubernetes.Interface, namespace, service, port string, onChange func([]Target)) (*KubeWatcher, error) {
+func NewKubeWatcher(client typedv1.EndpointSlicesGetter, namespace, service, port string, onChange func([]Target)) (*KubeWatcher, error) {
 	switch {
 	case client == nil:
 		return nil, errors.New("discovery: no Kubernetes client")
@@ -78,14 +79,23 @@ func (w *KubeWatcher) SetLogger(l *slog.Logger) {
 // list of EndpointSlices does not complete before ctx ends.
 func (w *KubeWatcher) Run(ctx context.Context) error {
 	selector := labels.Set{discoveryv1.LabelServiceName: w.service}.String()
-	factory := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
-		informers.WithNamespace(w.namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
-	defer factory.Shutdown()
-	es := factory.Discovery().V1().EndpointSlices()
-	inf := es.Informer()
+	es := w.client.EndpointSlices(w.namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return es.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return es.Watch(ctx, o)
+		},
+	}
+	// As client-go's generated informers do: a client that cannot stream
+	// the initial list over a watch (a fake) says so.
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, w.client), &discoveryv1.EndpointSlice{}, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	w.mu.Lock()
-	w.lister = es.Lister()
+	w.lister = listersv1.NewEndpointSliceLister(inf.GetIndexer())
 	w.mu.Unlock()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { w.refresh() },
@@ -94,7 +104,10 @@ func (w *KubeWatcher) Run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("discovery: watch %s/%s: %w", w.namespace, w.service, err)
 	}
-	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); inf.Run(ctx.Done()) }()
+	defer wg.Wait()
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		if ctx.Err() != nil {
 			return nil
@@ -199,7 +212,7 @@ func endpointName(e discoveryv1.Endpoint, addr string) string {
 
 // NewClient returns a Kubernetes client from the kubeconfig file at path, or
 // from the pod's service account when path is "" (in-cluster).
-func NewClient(kubeconfig string) (kubernetes.Interface, error) {
+func NewClient(kubeconfig string) (typedv1.EndpointSlicesGetter, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -213,7 +226,7 @@ func NewClient(kubeconfig string) (kubernetes.Interface, error) {
 			return nil, fmt.Errorf("discovery: kubeconfig %q: %w", kubeconfig, err)
 		}
 	}
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := typedv1.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("discovery: Kubernetes client: %w", err)
 	}

@@ -13,14 +13,41 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/fake"
+	fakev1 "k8s.io/client-go/kubernetes/typed/discovery/v1/fake"
 	clienttesting "k8s.io/client-go/testing"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func ptr[T any](v T) *T { return &v }
+
+// fakeClient is client-go's fake discovery/v1 client over an object
+// tracker holding objs: the fake clientset's wiring for the one API group
+// the watcher uses.
+func fakeClient(t *testing.T, objs ...runtime.Object) (*fakeDiscovery, clienttesting.ObjectTracker) {
+	t.Helper()
+	sch := runtime.NewScheme()
+	if err := discoveryv1.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	tracker := clienttesting.NewObjectTracker(sch, serializer.NewCodecFactory(sch).UniversalDecoder())
+	for _, o := range objs {
+		if err := tracker.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &clienttesting.Fake{}
+	f.AddReactor("*", "*", clienttesting.ObjectReaction(tracker))
+	return &fakeDiscovery{&fakev1.FakeDiscoveryV1{Fake: f}}, tracker
+}
+
+// fakeDiscovery tells the informer, as the fake clientset does, that it
+// cannot stream an initial list over a watch.
+type fakeDiscovery struct{ *fakev1.FakeDiscoveryV1 }
+
+func (fakeDiscovery) IsWatchListSemanticsUnSupported() bool { return true }
 
 type ep struct {
 	ip    string
@@ -52,20 +79,20 @@ var gwPorts = map[string]int32{"http": 9000, "metrics": 9100}
 // the clientset and a channel of its reports. The fake clientset cannot
 // replay writes made between the informer's list and its watch, so the
 // function returns only once the watch is open.
-func watcher(t *testing.T, port string, objs ...*discoveryv1.EndpointSlice) (*fake.Clientset, <-chan []Target) {
+func watcher(t *testing.T, port string, objs ...*discoveryv1.EndpointSlice) (*fakeDiscovery, <-chan []Target) {
 	t.Helper()
 	var rs []runtime.Object
 	for _, o := range objs {
 		rs = append(rs, o)
 	}
-	client := fake.NewClientset(rs...)
+	client, tracker := fakeClient(t, rs...)
 	watching := make(chan struct{})
 	client.PrependWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {
 		var opts metav1.ListOptions
 		if wa, ok := action.(clienttesting.WatchActionImpl); ok {
 			opts = wa.ListOptions
 		}
-		w, err := client.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		w, err := tracker.Watch(action.GetResource(), action.GetNamespace(), opts)
 		if err != nil {
 			return false, nil, err
 		}
@@ -123,7 +150,7 @@ func TestKubeWatcher(t *testing.T) {
 	if got := next(t, reports); !reflect.DeepEqual(got, want) {
 		t.Fatalf("first report %+v, want %+v", got, want)
 	}
-	es := client.DiscoveryV1().EndpointSlices("stargate")
+	es := client.EndpointSlices("stargate")
 
 	// A second slice of the Service adds its endpoints.
 	if _, err := es.Create(ctx, slice("stargate", "gateway-def", "gateway", gwPorts, ep{ip: "10.0.1.1", ready: ptr(true), pod: "gateway-2"}), metav1.CreateOptions{}); err != nil {
@@ -191,7 +218,7 @@ func TestKubeWatcherPorts(t *testing.T) {
 }
 
 func TestNewKubeWatcherRejects(t *testing.T) {
-	client := fake.NewClientset()
+	client, _ := fakeClient(t)
 	f := func([]Target) {}
 	for _, c := range []struct {
 		ns, svc string
