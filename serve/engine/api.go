@@ -33,7 +33,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	rec := &statusWriter{ResponseWriter: w}
 	if !s.handle(rec, r, chat) {
 		s.mu.Lock()
-		s.counts.reject("status_" + strconv.Itoa(rec.status))
+		s.counts.End("status_"+strconv.Itoa(rec.status), false)
 		s.mu.Unlock()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/openai"
+	"github.com/stargate-llm/stargate/serve/wire"
 	"net/http"
 	"sync"
 	"time"
@@ -93,36 +94,14 @@ type Server struct {
 	lastDCGM time.Duration
 }
 
-// Counts says how the engine's requests ended: every accepted request ends
-// as exactly one of completed, failed (by reason) or rejected (by reason).
-type Counts struct {
-	Accepted, Completed uint64
-	Failed, Rejected    map[string]uint64
-}
-
-func (c *Counts) reject(reason string) { c.Rejected = inc(c.Rejected, reason) }
-func (c *Counts) fail(reason string)   { c.Failed = inc(c.Failed, reason) }
-
-func inc(m map[string]uint64, k string) map[string]uint64 {
-	if m == nil {
-		m = make(map[string]uint64)
-	}
-	m[k]++
-	return m
-}
+// Counts says how the engine's requests ended (see wire.Counts).
+type Counts = wire.Counts
 
 // Counts returns a copy of the engine's accounting.
 func (s *Server) Counts() Counts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := Counts{Accepted: s.counts.Accepted, Completed: s.counts.Completed, Failed: map[string]uint64{}, Rejected: map[string]uint64{}}
-	for k, v := range s.counts.Failed {
-		c.Failed[k] = v
-	}
-	for k, v := range s.counts.Rejected {
-		c.Rejected[k] = v
-	}
-	return c
+	return s.counts.Clone()
 }
 
 // stream is one request's state between the driver and its handler.
@@ -300,9 +279,9 @@ func (s *Server) finish(id uint64, st *stream) {
 		signal(s.poke)
 		select {
 		case <-s.stopped:
-			s.counts.fail("shutting_down")
+			s.counts.End("shutting_down", true)
 		default:
-			s.counts.fail("client_cancelled")
+			s.counts.End("client_cancelled", true)
 		}
 	}
 	delete(s.active, id)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,51 +33,18 @@ const (
 	ReasonShutdown          = "shutting_down"
 )
 
-// accounting counts how requests ended. Every accepted request ends as
-// exactly one of completed, failed (by reason) or rejected (by reason).
-type accounting struct {
-	Accepted  uint64
-	Completed uint64
-	Failed    map[string]uint64
-	Rejected  map[string]uint64
-}
-
-// Counts is a copy of the gateway's accounting.
-type Counts = accounting
+// Counts is how the gateway's requests ended (see wire.Counts).
+type Counts = wire.Counts
 
 // Counts returns how the gateway's requests ended so far.
 func (s *Server) Counts() Counts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.counts
-	c.Failed, c.Rejected = make(map[string]uint64), make(map[string]uint64)
-	for k, v := range s.counts.Failed {
-		c.Failed[k] = v
-	}
-	for k, v := range s.counts.Rejected {
-		c.Rejected[k] = v
-	}
-	return c
+	return s.counts.Clone()
 }
 
-// end records how an accepted request ended: reason "" is completed; failed
-// says whether a non-empty reason is a failure or a rejection. Called with mu held.
-func (s *Server) end(reason string, failed bool) {
-	switch {
-	case reason == "":
-		s.counts.Completed++
-	case failed:
-		if s.counts.Failed == nil {
-			s.counts.Failed = make(map[string]uint64)
-		}
-		s.counts.Failed[reason]++
-	default:
-		if s.counts.Rejected == nil {
-			s.counts.Rejected = make(map[string]uint64)
-		}
-		s.counts.Rejected[reason]++
-	}
-}
+// end records how an accepted request ended. Called with mu held.
+func (s *Server) end(reason string, failed bool) { s.counts.End(reason, failed) }
 
 // rejectNow answers a request that was never admitted.
 func (s *Server) rejectNow(w http.ResponseWriter, status int, reason, msg string, retryIn time.Duration) {
@@ -271,8 +237,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 	w.Header().Set(wire.HeaderBackend, s.cfg.ID)
 	w.WriteHeader(resp.StatusCode)
 	flusher, _ := w.(http.Flusher)
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
+	bp := wire.GetCopyBuffer()
+	defer wire.PutCopyBuffer(bp)
 	buf := *bp
 	streaming := resp.Header.Get("Content-Type") == "text/event-stream"
 	for {
@@ -305,7 +271,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 			// The engine went away mid-answer: it may still run the request.
 			s.finish(id, worker, 0, core.Uncertain, ReasonEngineLost)
 			if streaming {
-				writeStreamError(w, fmt.Sprintf("gateway %s: engine connection lost mid-stream: %v", s.cfg.ID, context.Cause(ctx)))
+				openai.WriteStreamError(w, fmt.Sprintf("gateway %s: engine connection lost mid-stream: %v", s.cfg.ID, context.Cause(ctx)))
 			}
 		}
 		return
@@ -313,20 +279,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 }
 
 var errIdle = errors.New("no byte from the engine within the idle timeout")
-
-// copyBufs holds the buffers answers are copied through, one per request in
-// flight: a fresh 32 KiB buffer per request was most of the bytes the proxy
-// allocated, and the garbage collection they caused (BENCHMARKS.md).
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// writeStreamError ends a stream with an SSE error event, never silently.
-func writeStreamError(w http.ResponseWriter, msg string) {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "APIConnectionError", "code": 502}})
-	_, _ = fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-}
 
 // finish ends a request that reached forward: it returns its worker permit
 // (quarantining the worker after an uncertain outcome) and its admission slot.

@@ -132,7 +132,7 @@ type Server struct {
 	nextID   uint64
 	routerIx map[string]int
 	engine   engineInfo
-	counts   accounting
+	counts   wire.Counts
 	poke     chan struct{}
 	stopped  chan struct{}
 	errs     telemetry.ErrorRate

@@ -154,3 +154,13 @@ func SessionKey(h http.Header, user string, lead string) uint64 {
 	}
 	return xxhash.Sum64String("m:" + lead)
 }
+
+// WriteStreamError ends an SSE stream with an error event and [DONE], so a
+// failure after the first byte is never a silently truncated stream.
+func WriteStreamError(w http.ResponseWriter, msg string) {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "APIConnectionError", "code": 502}})
+	_, _ = fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"sync"
 
 	"github.com/stargate-llm/stargate/policy"
 	rcore "github.com/stargate-llm/stargate/router"
@@ -32,15 +31,12 @@ const (
 	ReasonUnreachable     = "backends_unreachable"
 )
 
-// accounting counts how requests ended: every request the router accepts
-// ends as exactly one of completed, failed (by reason) or rejected (by reason).
+// accounting is how the router's requests ended (see wire.Counts), with its
+// attempts and retries.
 type accounting struct {
-	Accepted  uint64
-	Completed uint64
-	Failed    map[string]uint64
-	Rejected  map[string]uint64
-	Attempts  uint64
-	Retries   uint64
+	wire.Counts
+	Attempts uint64
+	Retries  uint64
 }
 
 // Counts is a copy of the router's accounting.
@@ -51,33 +47,14 @@ func (s *Server) Counts() Counts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.counts
-	c.Failed, c.Rejected = make(map[string]uint64), make(map[string]uint64)
-	for k, v := range s.counts.Failed {
-		c.Failed[k] = v
-	}
-	for k, v := range s.counts.Rejected {
-		c.Rejected[k] = v
-	}
+	c.Counts = s.counts.Clone()
 	return c
 }
 
 func (s *Server) end(reason string, failed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case reason == "":
-		s.counts.Completed++
-	case failed:
-		if s.counts.Failed == nil {
-			s.counts.Failed = make(map[string]uint64)
-		}
-		s.counts.Failed[reason]++
-	default:
-		if s.counts.Rejected == nil {
-			s.counts.Rejected = make(map[string]uint64)
-		}
-		s.counts.Rejected[reason]++
-	}
+	s.counts.End(reason, failed)
 }
 
 // reject answers a request the router refuses.
@@ -444,8 +421,8 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 	w.WriteHeader(resp.StatusCode)
 	flusher, _ := w.(http.Flusher)
 	res := attemptResult{status: resp.StatusCode, limit: -1}
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
+	bp := wire.GetCopyBuffer()
+	defer wire.PutCopyBuffer(bp)
 	buf := *bp
 	streaming := stream && resp.Header.Get("Content-Type") == "text/event-stream"
 	sawError := false
@@ -476,7 +453,7 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 			return res.end(ReasonClientCancelled)
 		default:
 			if streaming {
-				writeStreamError(w, fmt.Sprintf("router: backend %s failed mid-stream: %v", b.name, rerr))
+				openai.WriteStreamError(w, fmt.Sprintf("router: backend %s failed mid-stream: %v", b.name, rerr))
 			}
 			return res.end(ReasonBackendLost)
 		}
@@ -503,17 +480,3 @@ func (s *Server) anotherFits(b, tokens int) bool {
 
 // sseError starts an in-stream error event.
 var sseError = []byte(`data: {"error"`)
-
-// copyBufs holds the buffers answers are copied through, one per request in
-// flight: a fresh 32 KiB buffer per request was most of the bytes the proxy
-// allocated, and the garbage collection they caused (BENCHMARKS.md).
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// writeStreamError ends a stream with an SSE error event, never silently.
-func writeStreamError(w http.ResponseWriter, msg string) {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "APIConnectionError", "code": 502}})
-	_, _ = fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-}

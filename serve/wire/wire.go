@@ -4,6 +4,7 @@
 package wire
 
 import (
+	"sync"
 	"time"
 
 	"github.com/stargate-llm/stargate/telemetry"
@@ -76,3 +77,71 @@ type EngineMetrics struct {
 type StatsReply struct {
 	Router string `json:"router"`
 }
+
+// Counts says how a service's requests ended: every request it accepts ends
+// as exactly one of completed, failed (by reason) or rejected (by reason).
+// It is not safe for concurrent use; services guard it with their lock.
+type Counts struct {
+	Accepted  uint64            `json:"accepted"`
+	Completed uint64            `json:"completed"`
+	Failed    map[string]uint64 `json:"failed"`
+	Rejected  map[string]uint64 `json:"rejected"`
+}
+
+// End records how an accepted request ended: reason "" is completed; failed
+// says whether another reason is a failure or a rejection.
+func (c *Counts) End(reason string, failed bool) {
+	switch {
+	case reason == "":
+		c.Completed++
+	case failed:
+		c.Failed = inc(c.Failed, reason)
+	default:
+		c.Rejected = inc(c.Rejected, reason)
+	}
+}
+
+// Ended is how many requests have ended, however they ended.
+func (c *Counts) Ended() uint64 {
+	n := c.Completed
+	for _, v := range c.Failed {
+		n += v
+	}
+	for _, v := range c.Rejected {
+		n += v
+	}
+	return n
+}
+
+// Clone returns a copy that shares no map with c.
+func (c *Counts) Clone() Counts {
+	out := *c
+	out.Failed, out.Rejected = make(map[string]uint64, len(c.Failed)), make(map[string]uint64, len(c.Rejected))
+	for k, v := range c.Failed {
+		out.Failed[k] = v
+	}
+	for k, v := range c.Rejected {
+		out.Rejected[k] = v
+	}
+	return out
+}
+
+func inc(m map[string]uint64, k string) map[string]uint64 {
+	if m == nil {
+		m = make(map[string]uint64)
+	}
+	m[k]++
+	return m
+}
+
+// copyBufs holds the buffers proxies copy answers through, one per request
+// in flight: a fresh 32 KiB buffer per request was most of the bytes the
+// router and gateway allocated, and the garbage collection they caused
+// (BENCHMARKS.md).
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// GetCopyBuffer lends a 32 KiB copy buffer; give it back with PutCopyBuffer.
+func GetCopyBuffer() *[]byte { return copyBufs.Get().(*[]byte) }
+
+// PutCopyBuffer returns a buffer from GetCopyBuffer.
+func PutCopyBuffer(b *[]byte) { copyBufs.Put(b) }
