@@ -185,46 +185,56 @@ each backend's state, stats and weight.`,
 			if err != nil {
 				return usagef("--listen %q: %v", listen, err)
 			}
-			ctx, cancel := context.WithCancel(cmd.Context())
-			defer cancel()
-			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr()); err != nil {
-				_ = ln.Close()
-				return err
-			}
-			g, gctx := errgroup.WithContext(ctx)
-			g.Go(func() error { srv.Run(gctx); return nil })
+			// Everything that can fail is set up before any goroutine starts.
+			var xl net.Listener
+			var xs *xds.Server
 			if xdsListen != "" {
-				xl, err := net.Listen("tcp", xdsListen)
-				if err != nil {
+				if xl, err = net.Listen("tcp", xdsListen); err != nil {
 					_ = ln.Close()
 					return usagef("--xds-listen %q: %v", xdsListen, err)
 				}
-				xs, err := xds.NewServer(xds.Options{Logger: cfg.Logger, Registerer: srv.Registerer()})
-				if err != nil {
+				if xs, err = xds.NewServer(xds.Options{Logger: cfg.Logger, Registerer: srv.Registerer()}); err != nil {
 					_ = ln.Close()
 					_ = xl.Close()
 					return usageError{err}
 				}
+			}
+			var watcher *discovery.KubeWatcher
+			if svc != "" {
+				client, err := discovery.NewClient(kubeconfig)
+				if err == nil {
+					watcher, err = discovery.NewKubeWatcher(client, ns, svc, k8sPort, func(ts []discovery.Target) {
+						if err := srv.SetDiscovered(discoveredBackends(ts)); err != nil {
+							cfg.Logger.Error("discovered backends", "err", err)
+						}
+					})
+				}
+				if err != nil {
+					_ = ln.Close()
+					if xl != nil {
+						_ = xl.Close()
+					}
+					return usageError{fmt.Errorf("--k8s-service: %w", err)}
+				}
+				watcher.SetLogger(cfg.Logger)
+			}
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr()); err != nil {
+				_ = ln.Close()
+				if xl != nil {
+					_ = xl.Close()
+				}
+				return err
+			}
+			g, gctx := errgroup.WithContext(ctx)
+			g.Go(func() error { srv.Run(gctx); return nil })
+			if xs != nil {
 				g.Go(func() error { return xs.Serve(gctx, xl) })
 				g.Go(func() error { exportXDS(gctx, srv, xs); return nil })
 			}
-			if svc != "" {
-				client, err := discovery.NewClient(kubeconfig)
-				if err != nil {
-					_ = ln.Close()
-					return usageError{fmt.Errorf("--k8s-service: %w", err)}
-				}
-				w, err := discovery.NewKubeWatcher(client, ns, svc, k8sPort, func(ts []discovery.Target) {
-					if err := srv.SetDiscovered(discoveredBackends(ts)); err != nil {
-						cfg.Logger.Error("discovered backends", "err", err)
-					}
-				})
-				if err != nil {
-					_ = ln.Close()
-					return usageError{err}
-				}
-				w.SetLogger(cfg.Logger)
-				g.Go(func() error { return w.Run(gctx) })
+			if watcher != nil {
+				g.Go(func() error { return watcher.Run(gctx) })
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "http://%s\n", ln.Addr())
 			err = serveHandler(gctx, ln, srv.Handler())

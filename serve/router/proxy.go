@@ -164,6 +164,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 			s.mu.Lock()
 			s.core.Undispatch(b.index)
 			s.mu.Unlock()
+			s.settleStatic(b)
 			break
 		}
 		s.mu.Lock()
@@ -203,6 +204,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 	// Every attempt was refused before its first byte.
 	if last == nil {
 		s.reject(w, http.StatusServiceUnavailable, ReasonOverloaded, "no backend could take the request")
+		return
+	}
+	if last.status == http.StatusBadRequest { // every backend that fits by its stats refused it as too long
+		s.reject(w, http.StatusBadRequest, ReasonTooLong, last.msg)
 		return
 	}
 	reason := ReasonOverloaded

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stargate-llm/stargate/discovery"
+	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/xds"
+)
+
+// TestXDSEndpoints checks how the router's backends become xDS endpoints:
+// weights of at least 1, and a backend that must get no traffic marked, never
+// weighted 0.
+func TestXDSEndpoints(t *testing.T) {
+	in := []router.BackendInfo{
+		{Name: "a", URL: "http://10.0.0.1:9000", Region: "east", State: "ready", Weight: 50, Eligible: true},
+		{Name: "b", URL: "http://gw-b.stargate.svc:9000", State: "ready", Weight: 0, Eligible: true},
+		{Name: "c", URL: "http://10.0.0.3:9000", State: "draining", Weight: 0},
+		{Name: "d", URL: "http://10.0.0.4:9000", State: "failed", Weight: 25},
+		{Name: "e", URL: "https://gw-e.example", State: "ready", Weight: 10, Eligible: false},
+		{Name: "f", URL: "::not a url", State: "ready", Weight: 10, Eligible: true},
+	}
+	got := xdsEndpoints(in)
+	want := []xds.Endpoint{
+		{ID: "a", Region: "east", Host: "10.0.0.1", Port: 9000, Weight: 50, Health: xds.Healthy},
+		{ID: "b", Host: "gw-b.stargate.svc", Port: 9000, Weight: 1, Health: xds.Healthy},
+		{ID: "c", Host: "10.0.0.3", Port: 9000, Weight: 1, Health: xds.Draining},
+		{ID: "d", Host: "10.0.0.4", Port: 9000, Weight: 25, Health: xds.Unhealthy},
+		{ID: "e", Host: "gw-e.example", Port: 443, Weight: 10, Health: xds.Unhealthy},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d endpoints, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("endpoint %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestDiscoveredBackends(t *testing.T) {
+	got := discoveredBackends([]discovery.Target{{Addr: "10.0.0.1:9000", Ready: true, Name: "gw-0"}, {Addr: "10.0.0.2:9000", Name: "gw-1"}})
+	if len(got) != 2 || got[0] != (router.Discovered{Name: "gw-0", URL: "http://10.0.0.1:9000", Ready: true}) || got[1].Ready {
+		t.Fatalf("got %+v", got)
+	}
+}
