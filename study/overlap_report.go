@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -335,15 +334,5 @@ func (r *OverlapResults) chart(cells []OverlapCell, title, ylabel string, get fu
 
 // WriteFiles writes results.json, report.html and table.txt into dir.
 func (r *OverlapResults) WriteFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("study: creating output directory: %w", err)
-	}
-	if err := WriteFile(dir, "results.json", r.WriteJSON); err != nil {
-		return err
-	}
-	if err := WriteFile(dir, "report.html", r.WriteHTML); err != nil {
-		return err
-	}
-	t := r.Table()
-	return WriteFile(dir, "table.txt", t.WriteText)
+	return writeReport(dir, r)
 }

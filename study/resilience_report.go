@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 
@@ -301,15 +300,5 @@ func (r *ResilienceResults) phaseChart(cells []PhaseCell, title, ylabel string, 
 
 // WriteFiles writes results.json, report.html and table.txt into dir.
 func (r *ResilienceResults) WriteFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("study: creating output directory: %w", err)
-	}
-	if err := WriteFile(dir, "results.json", r.WriteJSON); err != nil {
-		return err
-	}
-	if err := WriteFile(dir, "report.html", r.WriteHTML); err != nil {
-		return err
-	}
-	t := r.Table()
-	return WriteFile(dir, "table.txt", t.WriteText)
+	return writeReport(dir, r)
 }

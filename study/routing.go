@@ -359,7 +359,17 @@ func (r *Results) idleBackends(fleet string) []string {
 }
 
 // WriteFiles writes results.json, report.html and table.txt into dir.
-func (r *Results) WriteFiles(dir string) error {
+func (r *Results) WriteFiles(dir string) error { return writeReport(dir, r) }
+
+// reportable is a study's results as its files show them.
+type reportable interface {
+	WriteJSON(io.Writer) error
+	WriteHTML(io.Writer) error
+	Table() report.Table
+}
+
+// writeReport writes a study's results.json, report.html and table.txt into dir.
+func writeReport(dir string, r reportable) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("study: creating output directory: %w", err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -50,21 +49,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			if err != nil {
 				return failure{err}
 			}
-			w := cmd.OutOrStdout()
-			t := res.Table()
-			if err := t.WriteText(w); err != nil {
-				return failure{err}
-			}
-			fmt.Fprintln(w)
-			for _, s := range res.Findings() {
-				fmt.Fprintln(w, s)
-			}
-			if err := res.WriteFiles(out); err != nil {
-				return failure{err}
-			}
-			fmt.Fprintf(w, "\n%d runs in %.1f s; wrote %s/results.json, %s/report.html and %s/table.txt\n",
-				len(res.Runs), time.Since(start).Seconds(), out, out, out)
-			return nil
+			return reportStudy(cmd.OutOrStdout(), res.Table(), res.Findings(), res.WriteFiles, out, len(res.Runs), start)
 		},
 	}
 	fl := cmd.Flags()

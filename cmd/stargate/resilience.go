@@ -57,25 +57,12 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			if err != nil {
 				return failure{err}
 			}
-			w := cmd.OutOrStdout()
-			t := res.Table()
-			if err := t.WriteText(w); err != nil {
-				return failure{err}
-			}
-			fmt.Fprintln(w)
+			var lines []string
 			for _, c := range res.Criteria() {
-				fmt.Fprintf(w, "%-5s %s: %s (%s)\n", c.Result, c.Phase, c.What, c.Detail)
+				lines = append(lines, fmt.Sprintf("%-5s %s: %s (%s)", c.Result, c.Phase, c.What, c.Detail))
 			}
-			fmt.Fprintln(w)
-			for _, s := range res.PaperComparison() {
-				fmt.Fprintln(w, s)
-			}
-			if err := res.WriteFiles(out); err != nil {
-				return failure{err}
-			}
-			fmt.Fprintf(w, "\n%d runs in %.1f s; wrote %s/results.json, %s/report.html and %s/table.txt\n",
-				len(res.Runs), time.Since(start).Seconds(), out, out, out)
-			return nil
+			lines = append(append(lines, ""), res.PaperComparison()...)
+			return reportStudy(cmd.OutOrStdout(), res.Table(), lines, res.WriteFiles, out, len(res.Runs), start)
 		},
 	}
 	f := cmd.Flags()

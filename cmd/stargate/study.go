@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/report"
 	"github.com/stargate-llm/stargate/study"
 )
 
@@ -55,21 +56,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			if err != nil {
 				return failure{err}
 			}
-			w := cmd.OutOrStdout()
-			t := res.Table()
-			if err := t.WriteText(w); err != nil {
-				return failure{err}
-			}
-			fmt.Fprintln(w)
-			for _, f := range res.Findings() {
-				fmt.Fprintln(w, f)
-			}
-			if err := res.WriteFiles(out); err != nil {
-				return failure{err}
-			}
-			fmt.Fprintf(w, "\n%d runs in %.1f s; wrote %s/results.json, %s/report.html and %s/table.txt\n",
-				len(res.Runs), time.Since(start).Seconds(), out, out, out)
-			return nil
+			return reportStudy(cmd.OutOrStdout(), res.Table(), res.Findings(), res.WriteFiles, out, len(res.Runs), start)
 		},
 	}
 	f := cmd.Flags()
@@ -122,5 +109,23 @@ func runLiveRouting(cmd *cobra.Command, lo study.LiveOptions, out string) error 
 		return failure{err}
 	}
 	fmt.Fprintf(w, "wrote %s/live.json and %s/live.txt\n", out, out)
+	return nil
+}
+
+// reportStudy prints a study's table and findings, writes its files to out
+// and says what it wrote.
+func reportStudy(w io.Writer, t report.Table, findings []string, write func(dir string) error, out string, runs int, start time.Time) error {
+	if err := t.WriteText(w); err != nil {
+		return failure{err}
+	}
+	fmt.Fprintln(w)
+	for _, f := range findings {
+		fmt.Fprintln(w, f)
+	}
+	if err := write(out); err != nil {
+		return failure{err}
+	}
+	fmt.Fprintf(w, "\n%d runs in %.1f s; wrote %s/results.json, %s/report.html and %s/table.txt\n",
+		runs, time.Since(start).Seconds(), out, out, out)
 	return nil
 }
