@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/stargate-llm/stargate/telemetry"
 )
 
 const ms = time.Millisecond
@@ -320,5 +322,33 @@ func BenchmarkPick(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkPressureUpdate is one routing update of the pressure policy:
+// every backend's signals normalised, scored and projected to a weight.
+func BenchmarkPressureUpdate(b *testing.B) {
+	for _, n := range []int{9, 1000} {
+		b.Run(fmt.Sprintf("backends=%d", n), func(b *testing.B) {
+			pr, err := NewPressure(DefaultParams(), DefaultPressureParams(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			vs := make([]View, n)
+			for i := range vs {
+				sig := &telemetry.Signals{QueueDepth: i % 7, Running: 10, TTFTP95: time.Duration(i%5) * 100 * time.Millisecond,
+					ErrorRate: float64(i%3) / 100, KVFill: 0.5, Hardware: i%4 != 0, GPUUtil: 0.7, MemUtil: 0.6, SMOccupancy: 0.5,
+					DRAMActive: 0.4, TempC: 60, SMClockMHz: 1800, MaxSMClockMHz: 1980}
+				vs[i] = View{Index: i, Capacity: 25, Eligible: true, Signals: sig}
+			}
+			out := make([]BackendWeight, 0, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				out = pr.Weights(vs, out[:0])
+			}
+			if out[0].Weight == 0 {
+				b.Fatal("no weight projected")
+			}
+		})
 	}
 }
