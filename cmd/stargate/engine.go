@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stargate-llm/stargate/config"
-	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/engine"
 )
 
@@ -33,12 +29,8 @@ clock. Tokens stream at the pace of the model's steps.`,
 				return usageError{err}
 			}
 			cfg.Profile = p
-			if fenceKey != "" {
-				k, err := auth.LoadKey(fenceKey)
-				if err != nil {
-					return usageError{err}
-				}
-				cfg.Key = k
+			if err := loadKey(fenceKey, &cfg.Key); err != nil {
+				return err
 			}
 			srv, err := engine.New(cfg)
 			if err != nil {
@@ -80,24 +72,11 @@ func serve(ctx context.Context, cmd *cobra.Command, ln net.Listener, srv *engine
 	// shutdown grace to finish, then the clock stops.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	done := make(chan struct{})
 	go func() { srv.Run(runCtx); close(done) }()
 	fmt.Fprintf(cmd.OutOrStdout(), "stargate engine serving on http://%s\n", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
-	defer stop()
-	_ = hs.Shutdown(shutdown)
+	err := serveHandler(ctx, ln, srv.Handler())
 	stopRun()
 	<-done
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return failure{err}
-	}
-	return nil
+	return err
 }

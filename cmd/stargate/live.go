@@ -31,8 +31,22 @@ import (
 	"github.com/stargate-llm/stargate/xds"
 )
 
+// loadKey reads the HMAC key file at path into key; an empty path leaves
+// key unset.
+func loadKey(path string, key *auth.Key) error {
+	if path == "" {
+		return nil
+	}
+	k, err := auth.LoadKey(path)
+	if err != nil {
+		return usageError{err}
+	}
+	*key = k
+	return nil
+}
+
 // serveHandler serves h on ln until ctx ends, then shuts down with a grace
-// period; stop, if set, runs after the listener closes.
+// period for the requests in flight.
 func serveHandler(ctx context.Context, ln net.Listener, h http.Handler) error {
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 1)
@@ -75,12 +89,8 @@ heartbeats go, signed with the HMAC key, to every --router.`,
     --id gw-a --advertise http://127.0.0.1:9001 --listen 127.0.0.1:9001 --hmac-key-file key.txt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if keyFile != "" {
-				k, err := auth.LoadKey(keyFile)
-				if err != nil {
-					return usageError{err}
-				}
-				cfg.Key = k
+			if err := loadKey(keyFile, &cfg.Key); err != nil {
+				return err
 			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
@@ -147,12 +157,8 @@ each backend's state, stats and weight.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg := policy.NewRegistry()
-			if keyFile != "" {
-				k, err := auth.LoadKey(keyFile)
-				if err != nil {
-					return usageError{err}
-				}
-				cfg.Key = k
+			if err := loadKey(keyFile, &cfg.Key); err != nil {
+				return err
 			}
 			if apiKeys != "" {
 				k, err := auth.LoadAPIKeys(apiKeys)

@@ -89,20 +89,9 @@ func (s *Server) push(ctx context.Context, t *routerTarget, st *core.Stats) erro
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	resp, err := s.client.Do(req.WithContext(ctx))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("router answered %s: %s", resp.Status, bytes.TrimSpace(b))
-	}
 	var reply wire.StatsReply
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&reply); err != nil {
-		return fmt.Errorf("router reply: %w", err)
+	if err := s.exchange(ctx, req, "router", &reply); err != nil {
+		return err
 	}
 	t.name = reply.Router
 	s.met.pushes.Inc()
@@ -295,30 +284,15 @@ func (s *Server) fenceLoop(ctx context.Context) {
 // fence asks the worker's engine to state that it is idle and hands the
 // answer to the core, which decides.
 func (s *Server) fence(ctx context.Context, c core.Challenge) error {
-	base := s.cfg.Engines[0]
-	if len(s.cfg.Engines) > 1 {
-		base = s.cfg.Engines[c.Worker]
-	}
 	body, _ := json.Marshal(engine.FenceMessage(c))
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/admin/fence", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, s.engineURL(c.Worker)+"/admin/fence", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("engine answered %s: %s", resp.Status, bytes.TrimSpace(b))
-	}
 	var m engine.FenceMessage
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&m); err != nil {
-		return fmt.Errorf("fence answer: %w", err)
+	if err := s.exchange(ctx, req, "engine", &m); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	grants, err := s.slots.Fence(core.IdleStatement(m))
@@ -329,5 +303,25 @@ func (s *Server) fence(ctx context.Context, c core.Challenge) error {
 	}
 	s.log.Info("worker restored by a fence", "worker", c.Worker)
 	s.pokeStats()
+	return nil
+}
+
+// exchange sends req, giving it 2 s, and decodes a 200 answer's JSON into
+// out; any other status is an error that quotes who answered.
+func (s *Server) exchange(ctx context.Context, req *http.Request, who string, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := s.client.Do(req.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s answered %s: %s", who, resp.Status, bytes.TrimSpace(b))
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(out); err != nil {
+		return fmt.Errorf("%s's answer: %w", who, err)
+	}
 	return nil
 }

@@ -185,10 +185,7 @@ func (s *Server) releaseAdmission(id uint64, promptTokens int) {
 // forward sends the request to its worker's engine and copies the answer back,
 // flushing every read so that streamed tokens leave at once.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, worker int, session uint64, prompt int, body []byte) {
-	base, header := s.cfg.Engines[0], true
-	if len(s.cfg.Engines) > 1 {
-		base, header = s.cfg.Engines[worker], false
-	}
+	base, header := s.engineURL(worker), len(s.cfg.Engines) == 1
 	s.mu.Lock()
 	s.workers[worker].start(id, session, prompt)
 	s.mu.Unlock()
@@ -301,6 +298,15 @@ func (s *Server) finish(id uint64, worker, prompt int, o core.Outcome, reason st
 	s.end(reason, true)
 	s.mu.Unlock()
 	s.pokeStats()
+}
+
+// engineURL is where worker's requests go: its own URL, or the one engine
+// URL of all workers (which then needs the worker named in a header).
+func (s *Server) engineURL(worker int) string {
+	if len(s.cfg.Engines) > 1 {
+		return s.cfg.Engines[worker]
+	}
+	return s.cfg.Engines[0]
 }
 
 // routerIndex maps a router's name to its index in the core's Received
