@@ -3,15 +3,27 @@
 // applying the client core's SLO, timeout and retry rules, and measures turns
 // with the same metrics as the simulator.
 //
-// Sessions arrive as a Poisson process (workload.Config.SessionRate) from a
-// seeded generator and are spread over the targets in turn. A turn sends one
+// Three arrival modes, as in the simulator (sim.Config):
+//   - sessions (the default) arrive as a Poisson process
+//     (workload.Config.SessionRate) from a seeded generator and are spread
+//     over the targets in turn;
+//   - a workload class (Config.Class) sends its open loop of requests at
+//     RPS, each one turn, a conversation's turn held until the one before it
+//     ended; a session keeps one target, chosen by a hash of its key;
+//   - a closed loop (Config.Clients) of clients, each playing one session at
+//     a time and starting the next after a think time.
+//
+// A session ends after its last turn or after a turn that failed. A turn sends one
 // chat message padded to exactly the turn's prompt tokens (by the documented
 // token count of package openai) with X-Session-ID set to the session, and
 // max_tokens set to the turn's output tokens. A 429 or 503 counts as a
 // rejection, another error or an SSE error event as an error, and an attempt
 // that runs past its timeout as a timeout; the client core decides whether to
-// retry. Turns that end in [warmup, warmup+measure) are measured; at the end
-// of the window every turn in flight is cancelled.
+// retry; a 400 (a prompt over the backend's context length) fails the turn
+// at once. Turns that end in [warmup, warmup+measure) are measured; at the
+// end of the window every turn in flight is cancelled. With a cool-down the
+// run goes on past the window, the turns that started in it are measured,
+// and those still running at the end are reported as unfinished.
 package drive
 
 import (
@@ -30,6 +42,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/client"
+	"github.com/stargate-llm/stargate/internal/mix"
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/serve/wire"
 	"github.com/stargate-llm/stargate/workload"
@@ -44,11 +57,24 @@ type Config struct {
 	RPS          float64
 	Warmup       time.Duration
 	Measure      time.Duration
-	Seed         uint64
-	Workload     workload.Config
-	Client       client.Config
-	Model        string
-	APIKey       string
+	// Cooldown, if positive, drives on for this long after the measured
+	// window: the records are then the turns that started in the window,
+	// and those still running at the end are Result.Unfinished.
+	Cooldown time.Duration
+	Seed     uint64
+	// Class, when set, replaces the sessions with the class's open loop at
+	// RPS requests/s. Its stream starts Class.Lead before the warm-up, and
+	// every time in the records is shifted by the lead, as in the simulator.
+	Class *workload.Class
+	// Clients, when > 0, replaces the session arrivals with a closed loop of
+	// that many clients (RPS is unused): each runs one session at a time,
+	// starts at an instant drawn in the first second, and begins its next
+	// session a think time after one ends.
+	Clients  int
+	Workload workload.Config
+	Client   client.Config
+	Model    string
+	APIKey   string
 	// Progress, if set, is called about once a second with the time elapsed.
 	Progress func(elapsed time.Duration)
 	// Transport is the HTTP transport; nil means a pooled default.
@@ -57,10 +83,16 @@ type Config struct {
 
 // Result is a run's measured window.
 type Result struct {
-	Summary  metrics.Summary
-	Records  []metrics.TurnRecord
-	Backends []string // backend names by the index used in Records
+	Summary metrics.Summary
+	Records []metrics.TurnRecord
+	// Unfinished are the measured turns still running at the end of a run
+	// with a cool-down; End is when the run ended.
+	Unfinished []metrics.TurnRecord
+	Backends   []string // backend names by the index used in Records
 }
+
+// MaxClients bounds a closed loop.
+const MaxClients = 100_000
 
 // Validate reports what is wrong with a configuration.
 func (c Config) Validate() error {
@@ -73,11 +105,17 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("target %q is not an http(s) URL", t))
 		}
 	}
-	if !(c.RPS > 0) || c.RPS > 10_000 {
+	switch {
+	case c.Clients < 0 || c.Clients > MaxClients:
+		errs = append(errs, fmt.Errorf("clients must be 0 (open arrivals) to %d, got %d", MaxClients, c.Clients))
+	case c.Clients > 0 && c.Class != nil:
+		errs = append(errs, errors.New("clients (a closed loop of sessions) and a workload class each replace the sessions; use one"))
+	case c.Clients > 0: // a closed loop has no rate
+	case !(c.RPS > 0) || c.RPS > 10_000:
 		errs = append(errs, fmt.Errorf("rps must be in (0, 10000], got %v", c.RPS))
 	}
-	if c.Warmup < 0 || c.Measure <= 0 {
-		errs = append(errs, fmt.Errorf("warmup must be >= 0 and measure > 0, got %v and %v", c.Warmup, c.Measure))
+	if c.Warmup < 0 || c.Measure <= 0 || c.Cooldown < 0 {
+		errs = append(errs, fmt.Errorf("warmup and cooldown must be >= 0 and measure > 0, got %v, %v and %v", c.Warmup, c.Cooldown, c.Measure))
 	}
 	if err := c.Workload.Validate(); err != nil {
 		errs = append(errs, err)
@@ -95,14 +133,21 @@ type driver struct {
 	cfg    Config
 	client *http.Client
 	start  time.Time
+	end    time.Duration // when the run stops, from start
+	wg     sync.WaitGroup
 
 	mu       sync.Mutex
 	coll     *metrics.Collector
 	backends map[string]int
 	names    []string
+	// A class's conversations: requests in flight per session, and the
+	// turns held until the one before them ends.
+	busy map[uint64]int
+	held map[uint64][]workload.Request
 }
 
-// Run drives the targets for warmup+measure and returns the measured window.
+// Run drives the targets for warmup+measure (and the cool-down, and a
+// class's lead) and returns the measured window.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -111,45 +156,147 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if tr == nil {
 		tr = &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
 	}
-	end := cfg.Warmup + cfg.Measure
+	var lead time.Duration
+	if cfg.Class != nil {
+		lead = cfg.Class.Lead
+	}
+	from, to := lead+cfg.Warmup, lead+cfg.Warmup+cfg.Measure
 	expected := int(cfg.RPS*cfg.Measure.Seconds()) + 16
-	d := &driver{cfg: cfg, client: &http.Client{Transport: tr}, start: time.Now(),
-		coll: metrics.NewCollector(cfg.Warmup, end, cfg.Client.TTFTSLO, expected), backends: make(map[string]int)}
-	runCtx, cancel := context.WithTimeout(ctx, end)
+	d := &driver{cfg: cfg, client: &http.Client{Transport: tr}, start: time.Now(), end: to + cfg.Cooldown,
+		coll: metrics.NewCollector(from, to, cfg.Client.TTFTSLO, expected), backends: make(map[string]int),
+		busy: make(map[uint64]int), held: make(map[uint64][]workload.Request)}
+	if cfg.Cooldown > 0 {
+		d.coll.SampleStarts()
+	}
+	runCtx, cancel := context.WithTimeout(ctx, d.end)
 	defer cancel()
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x64726976))
-	arrivals, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), rng)
+	progress := time.NewTicker(time.Second)
+	defer progress.Stop()
+	var err error
+	switch {
+	case cfg.Class != nil:
+		err = d.classLoop(runCtx, progress, lead)
+	case cfg.Clients > 0:
+		d.closedLoop(runCtx)
+	default:
+		err = d.sessionLoop(runCtx, progress)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("drive: %w", err)
 	}
-	var wg sync.WaitGroup
-	var next time.Duration
-	progress := time.NewTicker(time.Second)
-	defer progress.Stop()
-	for id := uint64(1); ; id++ {
-		next = arrivals.Next(next)
-		if next >= end {
-			break
-		}
-		if !d.sleepUntil(runCtx, next, progress) {
-			break
-		}
-		target := int(id-1) % len(cfg.Targets)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.session(runCtx, cfg.Workload.NewSession(cfg.Seed, id), target)
-		}()
-	}
-	d.sleepUntil(runCtx, end, progress)
+	d.sleepUntil(runCtx, d.end, progress)
 	cancel()
-	wg.Wait()
+	d.wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("drive: stopped: %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return &Result{Summary: d.coll.Summary(), Records: d.coll.Records(), Backends: d.names}, nil
+	return &Result{Summary: d.coll.Summary(), Records: d.coll.Records(), Unfinished: d.coll.UnfinishedRecords(), Backends: d.names}, nil
+}
+
+// sessionLoop starts the Poisson sessions until the end of the run.
+func (d *driver) sessionLoop(ctx context.Context, progress *time.Ticker) error {
+	rng := rand.New(rand.NewPCG(d.cfg.Seed, 0x64726976))
+	arrivals, err := workload.NewArrivals(d.cfg.Workload.SessionRate(d.cfg.RPS), rng)
+	if err != nil {
+		return err
+	}
+	var next time.Duration
+	for id := uint64(1); ; id++ {
+		next = arrivals.Next(next)
+		if next >= d.end || !d.sleepUntil(ctx, next, progress) {
+			return nil
+		}
+		target := int(id-1) % len(d.cfg.Targets)
+		d.wg.Go(func() { d.session(ctx, d.cfg.Workload.NewSession(d.cfg.Seed, id), target) })
+	}
+}
+
+// closedLoop starts the clients; each plays sessions until the run ends.
+func (d *driver) closedLoop(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(d.cfg.Seed, 0x636c6f73))
+	var mu sync.Mutex
+	var nextID uint64
+	for c := range d.cfg.Clients {
+		startAt := time.Duration(rng.Int64N(int64(time.Second)))
+		target := c % len(d.cfg.Targets)
+		d.wg.Go(func() {
+			if !sleepCtx(ctx, startAt-d.now()) {
+				return
+			}
+			for {
+				mu.Lock()
+				nextID++
+				id := nextID
+				mu.Unlock()
+				ws := d.cfg.Workload.NewSession(d.cfg.Seed, id)
+				if !d.session(ctx, ws, target) || !sleepCtx(ctx, ws.ThinkTime()) {
+					return
+				}
+			}
+		})
+	}
+}
+
+// classLoop sends the class's requests on their schedule until the end of
+// the run; the stream's time zero is lead into the run.
+func (d *driver) classLoop(ctx context.Context, progress *time.Ticker, lead time.Duration) error {
+	stream, err := d.cfg.Class.Stream(d.cfg.RPS, d.cfg.Seed)
+	if err != nil {
+		return err
+	}
+	for {
+		r := stream.Next()
+		at := lead + r.At
+		if at >= d.end || !d.sleepUntil(ctx, at, progress) {
+			return nil
+		}
+		d.mu.Lock()
+		hold := r.Follows && d.busy[r.Session] > 0
+		if hold {
+			d.held[r.Session] = append(d.held[r.Session], r)
+		}
+		d.mu.Unlock()
+		if !hold {
+			d.startRequest(ctx, r)
+		}
+	}
+}
+
+// startRequest sends one request of a class as a turn of its own; when it
+// ends, the next held turn of its conversation goes.
+func (d *driver) startRequest(ctx context.Context, r workload.Request) {
+	if r.Follows {
+		d.mu.Lock()
+		d.busy[r.Session]++
+		d.mu.Unlock()
+	}
+	target := int(mix.Mix64(r.Session^d.cfg.Seed) % uint64(len(d.cfg.Targets)))
+	d.wg.Go(func() {
+		d.turn(ctx, r.Session, r.Turn, target)
+		if !r.Follows || ctx.Err() != nil {
+			return
+		}
+		d.mu.Lock()
+		d.busy[r.Session]--
+		var next *workload.Request
+		if d.busy[r.Session] == 0 {
+			delete(d.busy, r.Session)
+			if q := d.held[r.Session]; len(q) > 0 {
+				next = &q[0]
+				if len(q) == 1 {
+					delete(d.held, r.Session)
+				} else {
+					d.held[r.Session] = q[1:]
+				}
+			}
+		}
+		d.mu.Unlock()
+		if next != nil {
+			d.startRequest(ctx, *next)
+		}
+	})
 }
 
 func (d *driver) now() time.Duration { return time.Since(d.start) }
@@ -178,46 +325,69 @@ func (d *driver) sleepUntil(ctx context.Context, at time.Duration, progress *tim
 	}
 }
 
-// session plays one session's turns until it ends or ctx ends.
-func (d *driver) session(ctx context.Context, ws *workload.Session, target int) {
+// session plays one session's turns until it ends, after its last turn or
+// a turn that failed; false if the run ended first.
+func (d *driver) session(ctx context.Context, ws *workload.Session, target int) bool {
+	for {
+		t, ok := ws.Next()
+		if !ok {
+			return true
+		}
+		rec, ok := d.turn(ctx, ws.ID, t, target)
+		if !ok {
+			return false
+		}
+		if !rec.Completed {
+			return true // a turn that failed after its attempts ends its session
+		}
+		if !sleepCtx(ctx, ws.ThinkTime()) {
+			return false
+		}
+	}
+}
+
+// turn plays one turn with its attempts and records it; false if the run
+// ended first (the turn is then unfinished).
+func (d *driver) turn(ctx context.Context, session uint64, t workload.Turn, target int) (metrics.TurnRecord, bool) {
 	region := 0
 	if target < len(d.cfg.TargetRegion) {
 		region = d.cfg.TargetRegion[target]
 	}
-	for {
-		t, ok := ws.Next()
-		if !ok {
-			return
+	start := d.now()
+	d.mu.Lock()
+	d.coll.TurnStarted(start)
+	d.mu.Unlock()
+	turn := d.cfg.Client.NewTurn(start, metrics.TurnRecord{Session: session, Turn: t.Index, Region: region,
+		Router: target, Backend: -1, PromptTokens: t.PromptTokens})
+	body := requestBody(d.cfg.Model, session, t)
+	for !turn.Done() {
+		deadline := turn.Attempt(d.now())
+		res := d.attempt(ctx, d.cfg.Targets[target], session, body, deadline, &turn)
+		if ctx.Err() != nil {
+			return d.unfinished(turn.Record), false
 		}
-		start := d.now()
-		d.mu.Lock()
-		d.coll.TurnStarted(start)
-		d.mu.Unlock()
-		turn := d.cfg.Client.NewTurn(start, metrics.TurnRecord{Session: ws.ID, Turn: t.Index, Region: region,
-			Router: target, Backend: -1, PromptTokens: t.PromptTokens})
-		body := requestBody(d.cfg.Model, ws.ID, t)
-		for !turn.Done() {
-			deadline := turn.Attempt(d.now())
-			res := d.attempt(ctx, d.cfg.Targets[target], ws.ID, body, deadline, &turn)
-			if ctx.Err() != nil {
-				return // the run is over: the turn is not measured
-			}
-			if res.ok {
-				turn.Complete(d.now(), res.backend, res.cached, res.output)
-				break
-			}
-			retryAt, retry := turn.Fail(d.now(), res.failure, res.backend)
-			if retry && !sleepCtx(ctx, retryAt-d.now()) {
-				return
-			}
+		if res.ok {
+			turn.Complete(d.now(), res.backend, res.cached, res.output)
+			break
 		}
-		d.mu.Lock()
-		d.coll.Add(turn.Record)
-		d.mu.Unlock()
-		if !sleepCtx(ctx, ws.ThinkTime()) {
-			return
+		retryAt, retry := turn.Fail(d.now(), res.failure, res.backend)
+		if retry && !sleepCtx(ctx, retryAt-d.now()) {
+			return d.unfinished(turn.Record), false
 		}
 	}
+	d.mu.Lock()
+	d.coll.Add(turn.Record)
+	d.mu.Unlock()
+	return turn.Record, true
+}
+
+// unfinished records a turn the end of the run cut short.
+func (d *driver) unfinished(rec metrics.TurnRecord) metrics.TurnRecord {
+	rec.End = d.end
+	d.mu.Lock()
+	d.coll.Unfinished(rec)
+	d.mu.Unlock()
+	return rec
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -282,7 +452,11 @@ func (d *driver) attempt(ctx context.Context, target string, session uint64, bod
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return attemptResult{failure: client.Errored, reason: fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(msg)), backend: backend}
+		f := client.Errored
+		if resp.StatusCode == http.StatusBadRequest {
+			f = client.Invalid // over the context length: not worth retrying
+		}
+		return attemptResult{failure: f, reason: fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(msg)), backend: backend}
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

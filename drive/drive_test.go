@@ -14,6 +14,7 @@ import (
 
 	"github.com/stargate-llm/stargate/client"
 	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/fleet"
 	"github.com/stargate-llm/stargate/serve/openai"
@@ -110,5 +111,153 @@ func TestValidate(t *testing.T) {
 	err := c.Validate()
 	if err == nil || !strings.Contains(err.Error(), "not an http(s) URL") || !strings.Contains(err.Error(), "rps") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// smallFleet starts the small live fleet under pulsar-waw.
+func smallFleet(t *testing.T) *fleet.Fleet {
+	t.Helper()
+	reg := policy.NewRegistry()
+	fl, _ := config.Preset("small")
+	scfg, err := fl.SimConfig(config.Run{Policy: "pulsar-waw", RPS: 1, Seed: 1, Warmup: time.Second, Measure: time.Second}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fleet.Start(context.Background(), scfg, reg, fleet.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Stop)
+	return f
+}
+
+// TestDriveClass sends a workload class's open loop with a cool-down: the
+// sample is the turns started in the window, ended or not, in the class's
+// shape, at its constant rate.
+func TestDriveClass(t *testing.T) {
+	f := smallFleet(t)
+	c := shortConfig(f.RouterURLs...)
+	class, err := workload.ClassByName("baseline_mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Class, c.RPS, c.Cooldown = class, 6, 300*time.Millisecond
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, to := c.Warmup, c.Warmup+c.Measure
+	all := append(append([]metrics.TurnRecord(nil), res.Records...), res.Unfinished...)
+	// Evenly spaced at 6 req/s: 12 in the 2 s window, give or take the edges.
+	if n := len(all); n < 11 || n > 13 {
+		t.Fatalf("%d turns started in the window, want about 12", n)
+	}
+	sessions := map[uint64]bool{}
+	for _, r := range all {
+		if r.Start < from || r.Start >= to || r.PromptTokens < 312 || r.PromptTokens > 712 || sessions[r.Session] {
+			t.Fatalf("record %+v (window [%v, %v))", r, from, to)
+		}
+		sessions[r.Session] = true
+	}
+	for _, r := range res.Unfinished {
+		if r.Completed || r.End != to+c.Cooldown {
+			t.Fatalf("unfinished record %+v", r)
+		}
+	}
+	if res.Summary.Completed == 0 || res.Summary.Failures != 0 {
+		t.Fatalf("summary %+v", res.Summary)
+	}
+}
+
+// TestDriveClosedLoop runs three clients without think time: never more
+// than three turns at once, and every client busy.
+func TestDriveClosedLoop(t *testing.T) {
+	f := smallFleet(t)
+	c := shortConfig(f.RouterURLs...)
+	c.Clients, c.RPS, c.Workload.ThinkTimeMean = 3, 0, 0
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Summary.Completed < 6 || res.Summary.Failures != 0 {
+		t.Fatalf("summary %+v", res.Summary)
+	}
+	for _, r := range res.Records {
+		overlapping := 0
+		for _, o := range res.Records {
+			if o.Start <= r.Start && r.Start < o.End {
+				overlapping++
+			}
+		}
+		if overlapping > 3 {
+			t.Fatalf("%d turns in flight at %v with 3 clients", overlapping, r.Start)
+		}
+	}
+}
+
+// TestFailedTurnEndsSession: a turn that fails after its attempts ends its
+// session, as in the simulator, so every session has one record.
+func TestFailedTurnEndsSession(t *testing.T) {
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		openai.WriteError(w, http.StatusInternalServerError, "InternalServerError", "broken")
+	}))
+	defer broken.Close()
+	c := shortConfig(broken.URL)
+	c.Client.RetryBackoff = time.Millisecond
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]bool{}
+	for _, r := range res.Records {
+		if r.Completed || r.Attempts != c.Client.MaxAttempts || seen[r.Session] || r.Turn != 0 {
+			t.Fatalf("record %+v", r)
+		}
+		seen[r.Session] = true
+	}
+	if len(seen) == 0 {
+		t.Fatal("no failed turn measured")
+	}
+}
+
+// TestContextLengthErrorIsNotRetried: a 400 fails the turn at once.
+func TestContextLengthErrorIsNotRetried(t *testing.T) {
+	var calls atomic.Int64
+	tooLong := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", "maximum context length is 16 tokens")
+	}))
+	defer tooLong.Close()
+	res, err := Run(context.Background(), shortConfig(tooLong.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Records) == 0 {
+		t.Fatal("no turn measured")
+	}
+	for _, r := range res.Records {
+		if r.Attempts != 1 || r.Reason != client.Invalid.String() {
+			t.Fatalf("record %+v", r)
+		}
+	}
+}
+
+func TestValidateModes(t *testing.T) {
+	class, _ := workload.ClassByName("baseline_mixed")
+	for name, tc := range map[string]struct {
+		edit func(*Config)
+		want string
+	}{
+		"clients and class": {func(c *Config) { c.Clients, c.Class = 2, class }, "use one"},
+		"negative clients":  {func(c *Config) { c.Clients = -1 }, "clients must be"},
+		"negative cooldown": {func(c *Config) { c.Cooldown = -time.Second }, "cooldown"},
+		"closed loop":       {func(c *Config) { c.Clients, c.RPS = 2, 0 }, ""},
+	} {
+		c := shortConfig("http://127.0.0.1:1")
+		tc.edit(&c)
+		err := c.Validate()
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: err = %v, want %q", name, err, tc.want)
+		}
 	}
 }

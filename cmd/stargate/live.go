@@ -28,6 +28,7 @@ import (
 	"github.com/stargate-llm/stargate/serve/gateway"
 	"github.com/stargate-llm/stargate/serve/router"
 	"github.com/stargate-llm/stargate/study"
+	"github.com/stargate-llm/stargate/workload"
 	"github.com/stargate-llm/stargate/xds"
 )
 
@@ -402,7 +403,7 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 }
 
 func newDriveCmd() *cobra.Command {
-	var targets, fleetName, out string
+	var targets, fleetName, out, className string
 	cfg := drive.Config{Model: "stargate-mock"}
 	cmd := &cobra.Command{
 		Use:   "drive",
@@ -411,9 +412,16 @@ func newDriveCmd() *cobra.Command {
 the client's SLO, timeout and retry rules, and print the measured window's
 summary as JSON (the fields of stargate sim). With --out, write
 records.ndjson and summary.json there. The workload and client settings come
-from --fleet (default: the routing study's).`,
-		Example: `  stargate drive --target http://127.0.0.1:8080 --rps 2 --warmup 10s --measure 30s`,
-		Args:    cobra.NoArgs,
+from --fleet (default: the routing study's).
+
+--class replaces the sessions with a workload class's open loop at --rps
+requests/s (classes: ` + strings.Join(workload.ClassNames(), ", ") + `);
+--clients N with a closed loop of N clients. With --cooldown the run goes on
+past the window and measures the turns that started in it.`,
+		Example: `  stargate drive --target http://127.0.0.1:8080 --rps 2 --warmup 10s --measure 30s
+  stargate drive --target http://127.0.0.1:8080 --class baseline_mixed --rps 5 --cooldown 10s
+  stargate drive --target http://127.0.0.1:8080 --clients 16 --measure 20s`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl, err := config.Load(fleetName)
 			if err != nil {
@@ -421,10 +429,18 @@ from --fleet (default: the routing study's).`,
 			}
 			cfg.Targets = splitList(targets)
 			cfg.Workload, cfg.Client = fl.Workload, fl.Client
+			if className != "" {
+				if cfg.Class, err = workload.ClassByName(className); err != nil {
+					return usageError{err}
+				}
+			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
-			total := cfg.Warmup + cfg.Measure
+			total := cfg.Warmup + cfg.Measure + cfg.Cooldown
+			if cfg.Class != nil {
+				total += cfg.Class.Lead
+			}
 			errw := cmd.ErrOrStderr()
 			cfg.Progress = func(el time.Duration) {
 				fmt.Fprintf(errw, "\rdriving: %3.0f%% (%v of %v)", 100*el.Seconds()/total.Seconds(), el.Round(time.Second), total)
@@ -453,6 +469,9 @@ from --fleet (default: the routing study's).`,
 	f.Float64Var(&cfg.RPS, "rps", 2, "nominal request rate (sessions arrive at rps / mean turns)")
 	f.DurationVar(&cfg.Warmup, "warmup", 10*time.Second, "warm-up before the measured window")
 	f.DurationVar(&cfg.Measure, "measure", 30*time.Second, "length of the measured window")
+	f.DurationVar(&cfg.Cooldown, "cooldown", 0, "time driven after the window; the turns started in the window are then measured")
+	f.StringVar(&className, "class", "", "workload class whose open loop replaces the sessions")
+	f.IntVar(&cfg.Clients, "clients", 0, "closed loop of this many clients instead of arrivals at --rps")
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed of the sessions")
 	f.StringVar(&out, "out", "", "directory for records.ndjson and summary.json")
 	f.StringVar(&fleetName, "fleet", "hetero", "fleet whose workload and client settings to use (built-in or file)")
