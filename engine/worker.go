@@ -98,6 +98,15 @@ type Totals struct {
 	Cancelled      int64
 }
 
+// Minus is what the counters gained since t0, an earlier reading.
+func (t Totals) Minus(t0 Totals) Totals {
+	return Totals{Steps: t.Steps - t0.Steps, BusyTime: t.BusyTime - t0.BusyTime,
+		BatchSeconds: t.BatchSeconds - t0.BatchSeconds, KVTokenSeconds: t.KVTokenSeconds - t0.KVTokenSeconds,
+		PrefillTokens: t.PrefillTokens - t0.PrefillTokens, DecodeTokens: t.DecodeTokens - t0.DecodeTokens,
+		Preemptions: t.Preemptions - t0.Preemptions, CacheHits: t.CacheHits - t0.CacheHits,
+		CachedTokens: t.CachedTokens - t0.CachedTokens, Finished: t.Finished - t0.Finished, Cancelled: t.Cancelled - t0.Cancelled}
+}
+
 type seq struct {
 	req         Request
 	target      int // tokens that must be in KV before decoding: prompt (+ generated after a preemption)

@@ -1198,12 +1198,7 @@ func (s *simulation) result() *Result {
 			bs.cl.Worker(w).Sync(to) // count the finished steps of runs still going
 			t := bs.cl.Worker(w).Totals()
 			if s.warm != nil {
-				t0 := s.warm[b][w]
-				t.Steps -= t0.Steps
-				t.BusyTime -= t0.BusyTime
-				t.Preemptions -= t0.Preemptions
-				t.BatchSeconds -= t0.BatchSeconds
-				t.KVTokenSeconds -= t0.KVTokenSeconds
+				t = t.Minus(s.warm[b][w])
 			}
 			busy += t.BusyTime
 			steps += t.Steps

@@ -21,6 +21,10 @@ type OverlapResults struct {
 	Warmup     float64      `json:"warmup_s"`
 	Measure    float64      `json:"measure_s"`
 	Runs       []OverlapRun `json:"runs"`
+	// Live marks runs on a live fleet; Sim then holds the simulator's runs
+	// of the same specs.
+	Live bool            `json:"live,omitempty"`
+	Sim  *OverlapResults `json:"sim,omitempty"`
 }
 
 // OverlapCell is one client count and slot setting, over seeds.
@@ -103,8 +107,12 @@ func (r *OverlapResults) seeds() int {
 
 // Table is the study's table: means over seeds.
 func (r *OverlapResults) Table() report.Table {
-	t := report.Table{Title: fmt.Sprintf("overlap study: one backend of %d half-scale GPUs, closed-loop clients, %g s measured after %g s warm-up (means over %d seeds)",
-		r.Workers, r.Measure, r.Warmup, r.seeds()),
+	kind := "overlap study"
+	if r.Live {
+		kind = "live overlap study"
+	}
+	t := report.Table{Title: fmt.Sprintf("%s: one backend of %d half-scale GPUs, closed-loop clients, %g s measured after %g s warm-up (means over %d seeds)",
+		kind, r.Workers, r.Measure, r.Warmup, r.seeds()),
 		Headers: []string{"clients", "slots", "req/s", "input tok/s", "client p50 s", "client p95 s", "TTFT p95 s",
 			"gw queue s", "step ms", "mean batch", "reuse %", "failed %", "degraded %"}}
 	for _, c := range r.Cells() {
@@ -224,6 +232,10 @@ func (r *OverlapResults) slotSettings() []int {
 // setting (the default) with the others at every client count.
 func (r *OverlapResults) Findings() []string {
 	out := []string{"Best settings tie when within 2% of each other; latency and degraded % are over completed turns, so a setting that fails more than 1 point more of its turns than the best cannot win them."}
+	if r.Live {
+		out = append(out, "Live runs: the engine does not say which request it preempted, so degraded % counts late turns plus the engine's preemptions (an upper bound).")
+		out = append(out, r.simAgreement()...)
+	}
 	byClients := map[int][]string{}
 	for _, w := range r.Winners() {
 		byClients[w.Clients] = append(byClients[w.Clients], fmt.Sprintf("%s: %s", w.Metric, slotList(w.Slots)))
@@ -263,6 +275,29 @@ func (r *OverlapResults) Findings() []string {
 		if len(parts) > 0 {
 			out = append(out, fmt.Sprintf("%d clients, %d slots %s.", c, top, strings.Join(parts, "; ")))
 		}
+	}
+	return out
+}
+
+// simAgreement compares each live cell with its simulator twin.
+func (r *OverlapResults) simAgreement() []string {
+	if r.Sim == nil {
+		return nil
+	}
+	twin := map[[2]int]OverlapCell{}
+	for _, c := range r.Sim.Cells() {
+		twin[[2]int{c.Clients, c.Slots}] = c
+	}
+	var out []string
+	for _, c := range r.Cells() {
+		t, ok := twin[[2]int{c.Clients, c.Slots}]
+		if !ok {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%d clients, %d slots, live vs sim: requests/s %.2f vs %.2f (%s), client p95 %.2f vs %.2f s, gateway queue %.2f vs %.2f s, step %.1f vs %.1f ms, mean batch %.1f vs %.1f.",
+			c.Clients, c.Slots, c.RequestsPS.Mean, t.RequestsPS.Mean, change(c.RequestsPS.Mean, t.RequestsPS.Mean),
+			c.ClientP95S.Mean, t.ClientP95S.Mean, c.QueueMeanS.Mean, t.QueueMeanS.Mean, c.StepMeanMS.Mean, t.StepMeanMS.Mean,
+			c.MeanBatch.Mean, t.MeanBatch.Mean))
 	}
 	return out
 }

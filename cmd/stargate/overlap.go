@@ -14,6 +14,8 @@ func newOverlapCmd() *cobra.Command {
 	var (
 		quick    bool
 		live     bool
+		warmup   time.Duration
+		measure  time.Duration
 		out      string
 		parallel int
 		seeds    int
@@ -25,8 +27,8 @@ func newOverlapCmd() *cobra.Command {
 		Short: "The bounded-worker overlap study: max_inflight_per_worker 1, 2 and 25 under closed-loop load",
 		Long: `Simulate closed-loop clients (each sends its next turn when the previous one
 ends) against one backend of 4 half-scale GPUs, with max_inflight_per_worker
-(the gateway's slots per worker) of 1, 2 and the default 25, at 4, 16, 64, 128
-and 256 clients, seeds 1-3, 30 s warm-up and 60 s measured. The gateway's
+(the gateway's slots per worker) of 1, 2 and the default 25, at 4, 8, 16, 32,
+64, 128 and 256 clients, seeds 1-3, 30 s warm-up and 60 s measured. The gateway's
 waiting bound is 400 requests for every setting.
 
 Records requests/s, input tokens/s, client latency p50/p95, TTFT p95, gateway
@@ -34,15 +36,31 @@ queue time, engine step time, mean batch, failures, rejections and degraded
 completions (completed turns that missed the TTFT SLO or were preempted in
 the engine), and says where each setting wins.
 
+With --live, each run starts that fleet in this process (a mock engine, its
+gateway and a router on loopback) and drives it with closed-loop clients over
+HTTP; every live run is matched by a simulator run of the same settings and
+seed, and the findings compare them. Live defaults: one seed, 4, 16, 64 and
+128 clients, 15 s warm-up and 30 s measured: 12 runs, about 10 minutes.
+
 Prints a table and writes results.json, report.html and table.txt to --out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if live {
-				return usagef("--live is not available yet: the overlap study runs in the simulator only")
-			}
 			start := time.Now()
-			res, err := study.Overlap(cmd.Context(), policy.NewRegistry(), study.OverlapOptions{Quick: quick, Seeds: seeds,
-				Clients: clients, Slots: slots, Parallel: parallel, Progress: newProgress(cmd.ErrOrStderr(), "overlap study")})
+			opts := study.OverlapOptions{Quick: quick, Seeds: seeds, Clients: clients, Slots: slots, Parallel: parallel,
+				Progress: newProgress(cmd.ErrOrStderr(), "overlap study")}
+			if cmd.Flags().Changed("warmup") || cmd.Flags().Changed("measure") {
+				opts.Warmup, opts.Measure = warmup, measure
+			}
+			var res *study.OverlapResults
+			var err error
+			if live {
+				if quick {
+					return usagef("--quick is for the simulator; the live study's defaults are already short (see --help)")
+				}
+				res, err = study.LiveOverlap(cmd.Context(), policy.NewRegistry(), opts)
+			} else {
+				res, err = study.Overlap(cmd.Context(), policy.NewRegistry(), opts)
+			}
 			if errors.Is(err, study.ErrBadOverlapOptions) {
 				return usageError{err}
 			}
@@ -54,11 +72,13 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&quick, "quick", false, "one seed, 20 s warm-up + 40 s measured")
-	fl.BoolVar(&live, "live", false, "run against a live fleet (not available yet)")
+	fl.BoolVar(&live, "live", false, "run against a live in-process fleet, each run matched by a simulator run")
+	fl.DurationVar(&warmup, "warmup", 0, "warm-up of every run (default 30 s, 20 s with --quick, 15 s with --live)")
+	fl.DurationVar(&measure, "measure", 0, "measured window of every run (default 60 s, 40 s with --quick, 30 s with --live)")
 	fl.StringVar(&out, "out", "out/overlap", "directory for the report files")
 	fl.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
 	fl.IntVar(&seeds, "seeds", 0, "seeds per cell (default 3, 1 with --quick)")
-	fl.IntSliceVar(&clients, "clients", nil, "client counts (default 4,16,64,128,256)")
+	fl.IntSliceVar(&clients, "clients", nil, "client counts (default 4,8,16,32,64,128,256; live 4,16,64,128)")
 	fl.IntSliceVar(&slots, "slots", nil, "max_inflight_per_worker settings (default 1,2,25)")
 	return cmd
 }

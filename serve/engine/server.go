@@ -287,6 +287,21 @@ func (s *Server) finish(id uint64, st *stream) {
 	delete(s.active, id)
 }
 
+// Totals returns each worker's engine counters (steps, busy time, batch
+// and KV integrals, preemptions), brought up to now.
+func (s *Server) Totals() []core.Totals {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	s.advance(now)
+	out := make([]core.Totals, s.cl.Len())
+	for w := range out {
+		s.cl.Worker(w).Sync(now)
+		out[w] = s.cl.Worker(w).Totals()
+	}
+	return out
+}
+
 // Active is the number of requests the server holds.
 func (s *Server) Active() int {
 	s.mu.Lock()

@@ -39,6 +39,9 @@ type Options struct {
 	// Seed seeds the engines' output text and the policies.
 	Seed   uint64
 	Logger *slog.Logger
+	// ObserveQueue, if set, hears every gateway's queue times (see
+	// gateway.Config.ObserveQueue).
+	ObserveQueue func(queued time.Duration)
 }
 
 // Fleet is a running fleet.
@@ -138,7 +141,10 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		gc.ID, gc.Region, gc.Engines, gc.Workers = b.Name, cfg.Regions[b.Region].Name, []string{f.EngineURLs[i]}, b.Workers
 		gc.DCGM = []string{f.EngineURLs[i] + "/dcgm/metrics"}
 		gc.Admission, gc.Routers, gc.Advertise, gc.Key, gc.Transport = cfg.Gateway, f.RouterURLs, f.GatewayURLs[i], key, tr
-		gc.Logger = opts.Logger
+		if cfg.Gateway.MaxConcurrency == 0 {
+			gc.Slots.MaxInflightPerWorker = cfg.Gateway.SlotsPerWorker // the simulator's slots per worker
+		}
+		gc.Logger, gc.ObserveQueue = opts.Logger, opts.ObserveQueue
 		gs, err := gateway.New(gc)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: backend %s: %w", b.Name, err)

@@ -140,6 +140,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, id, ReasonClientCancelled, nil)
 		return
 	}
+	if s.cfg.ObserveQueue != nil {
+		s.cfg.ObserveQueue(s.now() - now)
+	}
 	s.forward(w, r, id, wt.grant, session, prompt, body)
 }
 

@@ -54,6 +54,10 @@ type Config struct {
 	// of quarantined workers.
 	ScrapeInterval, FenceInterval time.Duration
 	Logger                        *slog.Logger
+	// ObserveQueue, if set, hears each request's wait at the gateway, from
+	// its arrival to its hand-off to the engine (zero when admitted at
+	// once), for in-process measurement (the live overlap study).
+	ObserveQueue func(queued time.Duration)
 	// Transport reaches engines and routers; nil means a pooled default.
 	Transport http.RoundTripper
 }
