@@ -18,7 +18,8 @@ func newSLOMatrixCmd() *cobra.Command {
 	var (
 		fleetName, policies, classes, tiers, out string
 		replicates, steps, parallel              int
-		quick                                    bool
+		quick, live                              bool
+		windows                                  = study.DefaultWindows()
 	)
 	cmd := &cobra.Command{
 		Use:   "slo-matrix",
@@ -27,18 +28,28 @@ func newSLOMatrixCmd() *cobra.Command {
 request rate at which P95 TTFT stays within the SLO and at least 95% of
 requests succeed, by bisection, as the Solyx AI Grid paper's SLO matrix does.
 Each step sends the class's traffic for 30 s of warm-up, 45 s measured and
-15 s of cool-down; the requests sent in the measured window are its sample.
+15 s of cool-down (--warmup, --measure, --cooldown); the requests sent in the
+measured window are its sample.
 Cells are the median over replicates (seeds 1..N) with a bootstrap interval;
 a cell counts only with at least 500 samples.
 
 Classes: ` + strings.Join(workload.ClassNames(), ", ") + `.
 The default fleet, three-site, has nine GPUs in three sites (examples/three-site.yaml).
 
+With --live, every step starts the fleet in this process (engines, gateways
+and routers on loopback, with the fleet's WAN latencies injected), drives the
+class's traffic over HTTP and stops it; steps run one at a time and each
+takes its windows plus a second or two, so a live search of 10 steps takes
+about 15 minutes with the default windows. The mock engine keys its prefix
+cache by session, so rapid_shift's fresh prompts still hit it live (the
+simulator serves them cold).
+
 Prints the matrix and writes results.json (every step's raw figures),
 report.html (a chart per class), table.txt and table.md to --out.`,
 		Example: `  stargate study slo-matrix --quick
   stargate study slo-matrix --policies round-robin,least-request --classes very_long --tiers 2
-  stargate study slo-matrix --fleet examples/three-site.yaml --replicates 5 --out out/slo`,
+  stargate study slo-matrix --fleet examples/three-site.yaml --replicates 5 --out out/slo
+  stargate study slo-matrix --live --classes baseline_mixed --policies round-robin,pulsar-waw --tiers 2 --steps 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg := policy.NewRegistry()
@@ -48,7 +59,18 @@ report.html (a chart per class), table.txt and table.md to --out.`,
 			}
 			opts := study.SLOMatrixOptions{Fleet: fleet, Registry: reg, Policies: splitList(policies), Classes: splitList(classes),
 				Replicates: replicates, Steps: steps, Quick: quick, Parallel: parallel,
-				Progress: newProgress(cmd.ErrOrStderr(), "slo matrix")}
+				Progress: newProgress(cmd.ErrOrStderr(), "slo matrix"), Windows: windows}
+			if live {
+				if cmd.Flags().Changed("parallel") && parallel != 1 {
+					return usagef("--parallel %d: live steps run one at a time (each starts a whole fleet); drop --parallel", parallel)
+				}
+				errw := cmd.ErrOrStderr()
+				opts.Runner = &study.LiveRunner{Fleet: fleet, Registry: reg, Log: func(msg string) { fmt.Fprintln(errw, "live step:", msg) }}
+				opts.Mode, opts.Parallel, opts.Progress = "live", 1, nil
+			}
+			if windows.Warmup < 0 || windows.Measure <= 0 || windows.Cooldown < 0 {
+				return usagef("--warmup and --cooldown must be >= 0 and --measure > 0, got %v, %v and %v", windows.Warmup, windows.Cooldown, windows.Measure)
+			}
 			if cmd.Flags().Changed("replicates") && replicates < 1 {
 				return usagef("--replicates %d: want at least 1", replicates)
 			}
@@ -89,6 +111,10 @@ report.html (a chart per class), table.txt and table.md to --out.`,
 	f.IntVar(&steps, "steps", 8, "bisection steps after the two ends of the range")
 	f.BoolVar(&quick, "quick", false, "one replicate of two classes ("+strings.Join(study.QuickClasses, ", ")+")")
 	f.StringVar(&out, "out", "out/slo-matrix", "directory for the report files")
-	f.IntVar(&parallel, "parallel", 0, "searches at once (default: one per CPU)")
+	f.IntVar(&parallel, "parallel", 0, "searches at once (default: one per CPU; live: 1)")
+	f.BoolVar(&live, "live", false, "run every step on a live in-process fleet over HTTP")
+	f.DurationVar(&windows.Warmup, "warmup", windows.Warmup, "each step's warm-up")
+	f.DurationVar(&windows.Measure, "measure", windows.Measure, "each step's measured window (its sample is the requests sent in it)")
+	f.DurationVar(&windows.Cooldown, "cooldown", windows.Cooldown, "each step's cool-down, excluded from the sample")
 	return cmd
 }
