@@ -12,6 +12,10 @@
 // that runs past its timeout as a timeout; the client core decides whether to
 // retry. Turns that end in [warmup, warmup+measure) are measured; at the end
 // of the window every turn in flight is cancelled.
+//
+// Bursts add sessions at once on top of the arrivals (the resilience
+// study's burst phase), and Started tells the caller the run's time zero so
+// that it can time faults on the records' clock.
 package drive
 
 import (
@@ -53,6 +57,11 @@ type Config struct {
 	Progress func(elapsed time.Duration)
 	// Transport is the HTTP transport; nil means a pooled default.
 	Transport http.RoundTripper
+	// Bursts add sessions at once (see Bursts).
+	Bursts Bursts
+	// Started, if set, hears the instant the run's clock starts: time zero
+	// of the records and of Bursts.
+	Started func(time.Time)
 }
 
 // Result is a run's measured window.
@@ -83,6 +92,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Client.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Bursts.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -123,6 +135,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("drive: %w", err)
 	}
 	var wg sync.WaitGroup
+	if cfg.Started != nil {
+		cfg.Started(d.start)
+	}
+	d.startBursts(runCtx, &wg)
 	var next time.Duration
 	progress := time.NewTicker(time.Second)
 	defer progress.Stop()
