@@ -12,7 +12,7 @@ import (
 
 // ResilienceResults are the resilience study's runs.
 type ResilienceResults struct {
-	Study string         `json:"study"`
+	Study string  `json:"study"`
 	Quick bool    `json:"quick,omitempty"`
 	RPS   float64 `json:"rps"`
 	// Scale is a live study's scale (its runs have Mode "sim" or "live");
@@ -102,13 +102,13 @@ func (r *ResilienceResults) Cells() []PhaseCell {
 			RerouteP99:  get(func(m PhaseMetrics) float64 { return m.RerouteP99S }),
 			Breaches:    get(func(m PhaseMetrics) float64 { return float64(m.Breaches) }),
 			Lead:        get(func(m PhaseMetrics) float64 { return m.LeadS }),
-			Success:   get(func(m PhaseMetrics) float64 { return m.SuccessPct }),
-			P50:       get(func(m PhaseMetrics) float64 { return m.P50S }),
-			P95:       get(func(m PhaseMetrics) float64 { return m.P95S }),
-			P99:       get(func(m PhaseMetrics) float64 { return m.P99S }),
-			Misroutes: get(func(m PhaseMetrics) float64 { return float64(m.Misroutes) }),
-			Leak:      get(func(m PhaseMetrics) float64 { return m.LeakPct }),
-			Recover:   get(func(m PhaseMetrics) float64 { return m.RecoverS })}
+			Success:     get(func(m PhaseMetrics) float64 { return m.SuccessPct }),
+			P50:         get(func(m PhaseMetrics) float64 { return m.P50S }),
+			P95:         get(func(m PhaseMetrics) float64 { return m.P95S }),
+			P99:         get(func(m PhaseMetrics) float64 { return m.P99S }),
+			Misroutes:   get(func(m PhaseMetrics) float64 { return float64(m.Misroutes) }),
+			Leak:        get(func(m PhaseMetrics) float64 { return m.LeakPct }),
+			Recover:     get(func(m PhaseMetrics) float64 { return m.RecoverS })}
 		var det, rdet []float64
 		for _, m := range ms {
 			if m.DetectS >= 0 {
