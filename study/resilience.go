@@ -208,14 +208,14 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 	reps := opts.Replicates
 	onset, pre, post := 180*time.Second, 30*time.Second, 60*time.Second
 	if opts.Live != nil {
-		// A live run costs its wall time: 120 s + 60 s, or 60 s + 30 s
+		// A live run costs its wall time: 120 s + 60 s, or 90 s + 30 s
 		// quick (the onset doubles as the warm-up).
 		onset = 120 * time.Second
 	}
 	if opts.Quick {
 		onset, post = 120*time.Second, 30*time.Second
 		if opts.Live != nil {
-			onset = 60 * time.Second
+			onset = 90 * time.Second
 		}
 		if reps == 0 {
 			reps = 2

@@ -89,7 +89,7 @@ func TestLiveSpecs(t *testing.T) {
 	}
 	for i, sp := range specs {
 		want := []string{"sim", "live"}[i%2]
-		if sp.Mode != want || sp.Scale != LiveScale || sp.RPS != ResilienceRPS*0.25 || sp.Onset != time.Minute || sp.Post != 30*time.Second {
+		if sp.Mode != want || sp.Scale != LiveScale || sp.RPS != ResilienceRPS*0.25 || sp.Onset != 90*time.Second || sp.Post != 30*time.Second {
 			t.Errorf("spec %d: %+v", i, sp)
 		}
 		if i%2 == 1 && (sp.Policy != specs[i-1].Policy || sp.Seed != specs[i-1].Seed) {

@@ -37,8 +37,8 @@ time: scale 0.25 of the fleet (one GPU per backend, 9 GPUs) at 11.25 req/s,
 the faults injected on the running services at the onset, for pressure,
 least-request and round-robin; each live run is set beside its simulator
 twin of the same scale and seed. Live windows: 120 s before the onset and
-60 s after it (60 s and 30 s with --quick; about 95 s of wall time a run,
-all seven phases x three policies x two replicates in about 70 minutes).
+60 s after it (90 s and 30 s with --quick: 120 s of wall time a run, all
+seven phases x three policies x two replicates in about 85 minutes).
 
 Prints a table and writes results.json, report.html and table.txt to --out.`,
 		Args: cobra.NoArgs,
@@ -81,7 +81,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&quick, "quick", false, "2 replicates, 120 s before the onset (60 s live), 30 s measured")
+	f.BoolVar(&quick, "quick", false, "2 replicates, 120 s before the onset (90 s live), 30 s measured")
 	f.BoolVar(&live, "live", false, "also run every phase on a live in-process fleet at scale 0.25, beside its simulator twin")
 	f.StringVar(&out, "out", "out/resilience", "directory for the report files")
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
