@@ -24,6 +24,10 @@
 // end of the window every turn in flight is cancelled. With a cool-down the
 // run goes on past the window, the turns that started in it are measured,
 // and those still running at the end are reported as unfinished.
+//
+// Bursts add sessions at once on top of the arrivals (the resilience
+// study's burst phase), and Started tells the caller the run's time zero so
+// that it can time faults on the records' clock.
 package drive
 
 import (
@@ -79,6 +83,11 @@ type Config struct {
 	Progress func(elapsed time.Duration)
 	// Transport is the HTTP transport; nil means a pooled default.
 	Transport http.RoundTripper
+	// Bursts add sessions at once (see Bursts).
+	Bursts Bursts
+	// Started, if set, hears the instant the run's clock starts: time zero
+	// of the records and of Bursts.
+	Started func(time.Time)
 }
 
 // Result is a run's measured window.
@@ -121,6 +130,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Client.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Bursts.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -172,6 +184,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer cancel()
 	progress := time.NewTicker(time.Second)
 	defer progress.Stop()
+	if cfg.Started != nil {
+		cfg.Started(d.start)
+	}
+	d.startBursts(runCtx, &d.wg)
 	var err error
 	switch {
 	case cfg.Class != nil:

@@ -11,7 +11,7 @@
 //
 // Resilience runs the resilience study: the phases of ResiliencePhases on
 // ResilienceFleet for pressure and the baselines, through a PhaseRunner
-// (SimPhaseRunner; a live runner can take its place). Per run it measures, over
+// (SimPhaseRunner, or LivePhaseRunner on a live fleet). Per run it measures, over
 // the turns that ended in the span after the onset: success rate (completed
 // over ended turns), TTFT percentiles of completed turns, misroutes
 // (dispatches to a backend killed, hung or over its limit), the leak rate
@@ -24,6 +24,14 @@
 // hardware signals. Time to recover is the time until every later 5 s bin
 // has success >= 99% and p95 TTFT <= 1.5 x the pre-fault p95 + 0.25 s. Cells
 // give means over replicates with Student-t 95% intervals.
+//
+// A live resilience study (ResilienceOptions.Live, LivePhaseRunner) runs
+// every spec on a live in-process fleet at LiveScale, one at a time, with
+// the faults applied to the running services at the onset, and runs each
+// spec's simulator twin at the same scale; the report keeps the two apart
+// (PhaseMetrics.Mode) and checks the targets (long-prompt success,
+// reroute p99 of the turns that needed a retry, breaches and thermal lead
+// time, besides the figures above) on each mode's runs.
 //
 // # The SLO matrix
 //

@@ -96,6 +96,12 @@ type PhaseSpec struct {
 	// Onset is when the phase's faults start; Pre is the fault-free span
 	// before it that serves as the reference; Post the span measured after.
 	Onset, Pre, Post time.Duration
+	// Scale shrinks ResilienceFleet (see ResilienceFleetAt; 0 or 1: full
+	// scale); RPS is then already the scaled rate.
+	Scale float64
+	// Mode labels the run in the report: "" for the simulator study,
+	// "sim" and "live" for the two halves of a live study.
+	Mode string
 }
 
 // PhaseRun is what one run produced, in the shape both a simulated and a
@@ -111,6 +117,10 @@ type PhaseRun struct {
 	// backend Failed (negative: never).
 	RouterFailedAt []time.Duration
 	WallS          float64
+	// MaxOutput is the workload's longest output: a turn whose prompt is
+	// longer than the phase's limit less MaxOutput is a long prompt (the
+	// limited backend may refuse it).
+	MaxOutput int
 }
 
 // PhaseRunner runs phase specs: the simulator here, a live fleet later.
@@ -129,7 +139,8 @@ type SimPhaseRunner struct {
 // signals and path estimates are there for every policy, and only the policy
 // decides whether to use them.
 func resilienceRunSpec(ps PhaseSpec) RunSpec {
-	return RunSpec{FleetName: "sites", Fleet: ResilienceFleet(), Policy: ps.Policy, RPS: ps.RPS, Seed: ps.Seed,
+	fl, _ := ResilienceFleetAt(ps.Scale)
+	return RunSpec{FleetName: "sites", Fleet: fl, Policy: ps.Policy, RPS: ps.RPS, Seed: ps.Seed,
 		Warmup: ps.Onset - ps.Pre, Measure: ps.Pre + ps.Post, KeepRecords: true,
 		Telemetry: sim.DefaultTelemetry(), Router: router.Config{HeartbeatTTL: router.DefaultHeartbeatTTL},
 		Faults: ps.Phase.Faults(ps.Onset), MaxModelLen: 131072, RecordDispatches: true}
@@ -152,7 +163,7 @@ func (r SimPhaseRunner) RunPhases(ctx context.Context, specs []PhaseSpec, progre
 	out := make([]PhaseRun, len(specs))
 	for i, rr := range res {
 		pr := PhaseRun{Spec: specs[i], SLO: rs[i].Fleet.Client.TTFTSLO, Records: rr.Records, Dispatches: rr.Dispatches,
-			Marks: rr.Marks, WallS: rr.WallS}
+			Marks: rr.Marks, WallS: rr.WallS, MaxOutput: rs[i].Fleet.Workload.OutputTokensMax}
 		for _, re := range rr.Routers {
 			at := time.Duration(-1)
 			for _, b := range specs[i].Phase.Faulty {
@@ -176,7 +187,18 @@ type ResilienceOptions struct {
 	Policies   []string
 	Progress   Progress
 	Runner     PhaseRunner
+	// Live, when set, makes a live study: every spec runs at LiveScale on
+	// Live and, as its twin, on Runner (the simulator), with LivePolicies
+	// by default and the live windows (see ResilienceSpecs).
+	Live PhaseRunner
 }
+
+// LiveScale is the live study's scale: one GPU per backend (9 GPUs) and a
+// quarter of the rate, 11.25 req/s, which two cores can serve in-process.
+const LiveScale = 0.25
+
+// LivePolicies are the live study's arms: the issue's three.
+var LivePolicies = []string{"pressure", "least-request", "round-robin"}
 
 // ErrBadOptions marks options the study cannot run with.
 var ErrBadOptions = errors.New("bad resilience study options")
@@ -185,8 +207,16 @@ var ErrBadOptions = errors.New("bad resilience study options")
 func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 	reps := opts.Replicates
 	onset, pre, post := 180*time.Second, 30*time.Second, 60*time.Second
+	if opts.Live != nil {
+		// A live run costs its wall time: 120 s + 60 s, or 90 s + 30 s
+		// quick (the onset doubles as the warm-up).
+		onset = 120 * time.Second
+	}
 	if opts.Quick {
 		onset, post = 120*time.Second, 30*time.Second
+		if opts.Live != nil {
+			onset = 90 * time.Second
+		}
 		if reps == 0 {
 			reps = 2
 		}
@@ -200,6 +230,14 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 	pols := opts.Policies
 	if len(pols) == 0 {
 		pols = ResiliencePolicies
+		if opts.Live != nil {
+			pols = LivePolicies
+		}
+	}
+	rps, scale, modes := float64(ResilienceRPS), 0.0, []string{""}
+	if opts.Live != nil {
+		_, factor := ResilienceFleetAt(LiveScale)
+		rps, scale, modes = ResilienceRPS*factor, LiveScale, []string{"sim", "live"}
 	}
 	var phases []Phase
 	for _, ph := range ResiliencePhases() {
@@ -216,7 +254,10 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 	for _, ph := range phases {
 		for _, pol := range pols {
 			for seed := uint64(1); seed <= uint64(reps); seed++ {
-				specs = append(specs, PhaseSpec{Phase: ph, Policy: pol, Seed: seed, RPS: ResilienceRPS, Onset: onset, Pre: pre, Post: post})
+				for _, mode := range modes {
+					specs = append(specs, PhaseSpec{Phase: ph, Policy: pol, Seed: seed, RPS: rps, Onset: onset, Pre: pre, Post: post,
+						Scale: scale, Mode: mode})
+				}
 			}
 		}
 	}
@@ -241,13 +282,38 @@ func Resilience(ctx context.Context, opts ResilienceOptions) (*ResilienceResults
 	if runner == nil {
 		runner = SimPhaseRunner{}
 	}
-	runs, err := runner.RunPhases(ctx, specs, opts.Progress)
+	res := &ResilienceResults{Study: "resilience", Quick: opts.Quick, RPS: ResilienceRPS}
+	if opts.Live == nil {
+		runs, err := runner.RunPhases(ctx, specs, opts.Progress)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range runs {
+			res.Runs = append(res.Runs, Measure(r))
+		}
+		return res, nil
+	}
+	// The simulator twins first (quick, in parallel), then the live runs
+	// one at a time; the report lists them side by side.
+	var simSpecs, liveSpecs []PhaseSpec
+	for _, sp := range specs {
+		if sp.Mode == "live" {
+			liveSpecs = append(liveSpecs, sp)
+		} else {
+			simSpecs = append(simSpecs, sp)
+		}
+	}
+	res.RPS, res.Scale = specs[0].RPS, LiveScale
+	simRuns, err := runner.RunPhases(ctx, simSpecs, nil)
 	if err != nil {
 		return nil, err
 	}
-	res := &ResilienceResults{Study: "resilience", Quick: opts.Quick, RPS: ResilienceRPS}
-	for _, r := range runs {
-		res.Runs = append(res.Runs, Measure(r))
+	liveRuns, err := opts.Live.RunPhases(ctx, liveSpecs, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	for i := range liveRuns {
+		res.Runs = append(res.Runs, Measure(simRuns[i]), Measure(liveRuns[i]))
 	}
 	return res, nil
 }
@@ -258,7 +324,9 @@ type PhaseMetrics struct {
 	Phase  string `json:"phase"`
 	Policy string `json:"policy"`
 	Seed   uint64 `json:"seed"`
-	Turns  int    `json:"turns"`
+	// Mode is "sim" or "live" in a live study, empty otherwise.
+	Mode  string `json:"mode,omitempty"`
+	Turns int    `json:"turns"`
 	// SuccessPct is completed turns over turns that ended.
 	SuccessPct float64 `json:"success_pct"`
 	P50S       float64 `json:"ttft_p50_s"`
@@ -282,16 +350,32 @@ type PhaseMetrics struct {
 	// RouterDetectS is when the routers' lifecycle marked the faulty
 	// backend Failed, after the onset (the slowest router); -1 if none did.
 	RouterDetectS float64 `json:"router_detect_s"`
-	WallS         float64 `json:"wall_s"`
+	// LongSuccessPct is the success rate of long-prompt turns (capability
+	// phase: prompts over the limit less the workload's longest output).
+	LongSuccessPct float64 `json:"long_success_pct"`
+	LongTurns      int     `json:"long_turns"`
+	// RerouteP99S is the p99 TTFT of the completed turns that needed more
+	// than one attempt (failover phase: the turns the kill moved); 0 with
+	// RerouteTurns 0 when none did.
+	RerouteP99S  float64 `json:"reroute_p99_s"`
+	RerouteTurns int     `json:"reroute_turns"`
+	// Breaches counts turns that failed or missed the TTFT SLO; LeadS is,
+	// in the thermal phase, the time from the detection (DetectS) to the
+	// first breach, or to the end of the span if none came (-1: not
+	// detected).
+	Breaches int     `json:"breaches"`
+	LeadS    float64 `json:"lead_s"`
+	WallS    float64 `json:"wall_s"`
 }
 
 // Measure computes a run's metrics.
 func Measure(r PhaseRun) PhaseMetrics {
 	sp := r.Spec
 	from, to := sp.Onset, sp.Onset+sp.Post
-	m := PhaseMetrics{Phase: sp.Phase.Name, Policy: sp.Policy, Seed: sp.Seed, DetectS: -1, RouterDetectS: -1, WallS: r.WallS}
-	var ttfts, pre []float64
-	completed, preDone, preTurns := 0, 0, 0
+	m := PhaseMetrics{Phase: sp.Phase.Name, Policy: sp.Policy, Seed: sp.Seed, Mode: sp.Mode, DetectS: -1, RouterDetectS: -1, LeadS: -1, WallS: r.WallS}
+	var ttfts, pre, reroutes []float64
+	completed, preDone, preTurns, longDone := 0, 0, 0, 0
+	firstBreach := time.Duration(-1)
 	for i := range r.Records {
 		rec := &r.Records[i]
 		switch {
@@ -300,6 +384,21 @@ func Measure(r PhaseRun) PhaseMetrics {
 			if rec.Completed {
 				completed++
 				ttfts = append(ttfts, rec.TTFT().Seconds())
+				if rec.Attempts > 1 {
+					reroutes = append(reroutes, rec.TTFT().Seconds())
+				}
+			}
+			if sp.Phase.Limit > 0 && rec.PromptTokens > sp.Phase.Limit-r.MaxOutput {
+				m.LongTurns++
+				if rec.Completed {
+					longDone++
+				}
+			}
+			if r.SLO > 0 && !rec.Good(r.SLO) {
+				m.Breaches++
+				if firstBreach < 0 || rec.End < firstBreach {
+					firstBreach = rec.End
+				}
 			}
 		case rec.End >= sp.Onset-sp.Pre && rec.End < from:
 			preTurns++
@@ -311,7 +410,10 @@ func Measure(r PhaseRun) PhaseMetrics {
 	}
 	slices.Sort(ttfts)
 	slices.Sort(pre)
+	slices.Sort(reroutes)
 	m.SuccessPct = pct(completed, m.Turns)
+	m.LongSuccessPct = pct(longDone, m.LongTurns)
+	m.RerouteTurns, m.RerouteP99S = len(reroutes), metrics.Percentile(reroutes, 0.99)
 	m.P50S, m.P95S, m.P99S = metrics.Percentile(ttfts, 0.5), metrics.Percentile(ttfts, 0.95), metrics.Percentile(ttfts, 0.99)
 
 	long, lastMis := 0, time.Duration(-1)
@@ -354,6 +456,13 @@ func Measure(r PhaseRun) PhaseMetrics {
 		if at >= from {
 			m.RouterDetectS = max(m.RouterDetectS, (at - from).Seconds())
 		}
+	}
+	if sp.Phase.Name == "thermal" && m.Detected {
+		end := to
+		if firstBreach >= 0 {
+			end = firstBreach
+		}
+		m.LeadS = (end - from).Seconds() - m.DetectS
 	}
 	m.RecoverS = recovery(r.Records, from, to, pre, preDone, preTurns)
 	return m

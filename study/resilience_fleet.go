@@ -2,6 +2,7 @@ package study
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/stargate-llm/stargate/config"
 )
@@ -30,4 +31,24 @@ func ResilienceFleet() *config.Fleet {
 		f.Regions = append(f.Regions, r)
 	}
 	return f
+}
+
+// ResilienceFleetAt is ResilienceFleet with every backend's GPUs scaled
+// (rounded, at least 1), and the factor the rate scales by to keep the load
+// per GPU: the GPUs kept over the GPUs before. Scale 0 or 1 is full scale.
+func ResilienceFleetAt(scale float64) (*config.Fleet, float64) {
+	f := ResilienceFleet()
+	if scale <= 0 || scale >= 1 {
+		return f, 1
+	}
+	before, after := 0, 0
+	for r := range f.Regions {
+		for b := range f.Regions[r].Backends {
+			bs := &f.Regions[r].Backends[b]
+			before += bs.GPUs
+			bs.GPUs = max(1, int(math.Round(float64(bs.GPUs)*scale)))
+			after += bs.GPUs
+		}
+	}
+	return f, float64(after) / float64(before)
 }

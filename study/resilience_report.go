@@ -12,16 +12,51 @@ import (
 
 // ResilienceResults are the resilience study's runs.
 type ResilienceResults struct {
-	Study string         `json:"study"`
-	Quick bool           `json:"quick,omitempty"`
-	RPS   float64        `json:"rps"`
+	Study string  `json:"study"`
+	Quick bool    `json:"quick,omitempty"`
+	RPS   float64 `json:"rps"`
+	// Scale is a live study's scale (its runs have Mode "sim" or "live");
+	// zero for the simulator study at full scale.
+	Scale float64        `json:"scale,omitempty"`
 	Runs  []PhaseMetrics `json:"runs"`
+}
+
+// modes lists the runs' modes in order of appearance.
+func (r *ResilienceResults) modes() []string {
+	var out []string
+	for _, m := range r.Runs {
+		if !slices.Contains(out, m.Mode) {
+			out = append(out, m.Mode)
+		}
+	}
+	return out
+}
+
+// only is r restricted to the runs of one mode.
+func (r *ResilienceResults) only(mode string) *ResilienceResults {
+	c := *r
+	c.Runs = nil
+	for _, m := range r.Runs {
+		if m.Mode == mode {
+			c.Runs = append(c.Runs, m)
+		}
+	}
+	return &c
+}
+
+// modeLabel prefixes a line with its mode in a live study.
+func modeLabel(mode string) string {
+	if mode == "" {
+		return ""
+	}
+	return mode + ": "
 }
 
 // PhaseCell aggregates one phase and policy over replicates.
 type PhaseCell struct {
 	Phase         string `json:"phase"`
 	Policy        string `json:"policy"`
+	Mode          string `json:"mode,omitempty"`
 	Success       Stat   `json:"success_pct"`
 	P50           Stat   `json:"ttft_p50_s"`
 	P95           Stat   `json:"ttft_p95_s"`
@@ -34,15 +69,21 @@ type PhaseCell struct {
 	RouterDetect  Stat   `json:"router_detect_s"`
 	HasDetect     bool   `json:"has_detect"`
 	HasRouterMark bool   `json:"has_router_detect"`
+	LongSuccess   Stat   `json:"long_success_pct"`
+	RerouteP99    Stat   `json:"reroute_p99_s"`
+	Breaches      Stat   `json:"breaches"`
+	Lead          Stat   `json:"lead_s"`
+	// RerouteTurns sums the replicates' turns that needed a client retry.
+	RerouteTurns int `json:"reroute_turns"`
 }
 
 // Cells aggregates the runs by phase and policy, in run order.
 func (r *ResilienceResults) Cells() []PhaseCell {
-	type key struct{ phase, policy string }
+	type key struct{ phase, policy, mode string }
 	var order []key
 	groups := map[key][]PhaseMetrics{}
 	for _, m := range r.Runs {
-		k := key{m.Phase, m.Policy}
+		k := key{m.Phase, m.Policy, m.Mode}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -58,16 +99,21 @@ func (r *ResilienceResults) Cells() []PhaseCell {
 			}
 			return NewStat(vs)
 		}
-		c := PhaseCell{Phase: k.phase, Policy: k.policy,
-			Success:   get(func(m PhaseMetrics) float64 { return m.SuccessPct }),
-			P50:       get(func(m PhaseMetrics) float64 { return m.P50S }),
-			P95:       get(func(m PhaseMetrics) float64 { return m.P95S }),
-			P99:       get(func(m PhaseMetrics) float64 { return m.P99S }),
-			Misroutes: get(func(m PhaseMetrics) float64 { return float64(m.Misroutes) }),
-			Leak:      get(func(m PhaseMetrics) float64 { return m.LeakPct }),
-			Recover:   get(func(m PhaseMetrics) float64 { return m.RecoverS })}
+		c := PhaseCell{Phase: k.phase, Policy: k.policy, Mode: k.mode,
+			LongSuccess: get(func(m PhaseMetrics) float64 { return m.LongSuccessPct }),
+			RerouteP99:  get(func(m PhaseMetrics) float64 { return m.RerouteP99S }),
+			Breaches:    get(func(m PhaseMetrics) float64 { return float64(m.Breaches) }),
+			Lead:        get(func(m PhaseMetrics) float64 { return m.LeadS }),
+			Success:     get(func(m PhaseMetrics) float64 { return m.SuccessPct }),
+			P50:         get(func(m PhaseMetrics) float64 { return m.P50S }),
+			P95:         get(func(m PhaseMetrics) float64 { return m.P95S }),
+			P99:         get(func(m PhaseMetrics) float64 { return m.P99S }),
+			Misroutes:   get(func(m PhaseMetrics) float64 { return float64(m.Misroutes) }),
+			Leak:        get(func(m PhaseMetrics) float64 { return m.LeakPct }),
+			Recover:     get(func(m PhaseMetrics) float64 { return m.RecoverS })}
 		var det, rdet []float64
 		for _, m := range ms {
+			c.RerouteTurns += m.RerouteTurns
 			if m.DetectS >= 0 {
 				det = append(det, m.DetectS)
 				if m.Detected {
@@ -93,6 +139,11 @@ func pm(s Stat, digits int) string {
 func (r *ResilienceResults) Table() report.Table {
 	t := report.Table{Title: fmt.Sprintf("resilience study at %g req/s (means over replicates ± 95%% confidence half-widths)", r.RPS),
 		Headers: []string{"phase", "policy", "n", "success %", "p50 s", "p95 s", "p99 s", "misroutes", "leak %", "detect s", "recover s"}}
+	live := r.Scale > 0
+	if live {
+		t.Title = fmt.Sprintf("live resilience study at scale %g (%g req/s), live runs beside their simulator twins (means over replicates ± 95%% confidence half-widths)", r.Scale, r.RPS)
+		t.Headers = append([]string{"run"}, t.Headers...)
+	}
 	for _, c := range r.Cells() {
 		detect := "-"
 		if c.HasDetect {
@@ -105,17 +156,22 @@ func (r *ResilienceResults) Table() report.Table {
 		if c.Phase == "capability" {
 			leak = pm(c.Leak, 2)
 		}
-		t.Rows = append(t.Rows, []string{c.Phase, c.Policy, strconv.Itoa(c.Success.N), pm(c.Success, 2), pm(c.P50, 2), pm(c.P95, 2),
-			pm(c.P99, 2), pm(c.Misroutes, 1), leak, detect, pm(c.Recover, 1)})
+		row := []string{c.Phase, c.Policy, strconv.Itoa(c.Success.N), pm(c.Success, 2), pm(c.P50, 2), pm(c.P95, 2),
+			pm(c.P99, 2), pm(c.Misroutes, 1), leak, detect, pm(c.Recover, 1)}
+		if live {
+			row = append([]string{c.Mode}, row...)
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	return t
 }
 
 // Criterion is one of the issue's acceptance checks, evaluated.
 type Criterion struct {
+	Mode   string `json:"mode,omitempty"`
 	Phase  string `json:"phase"`
 	What   string `json:"what"`
-	Result string `json:"result"` // pass, tie or fail
+	Result string `json:"result"` // pass, tie, fail, or n/a when nothing could be measured
 	Detail string `json:"detail"`
 }
 
@@ -124,7 +180,64 @@ type Criterion struct {
 // below it but inside both intervals), and a lower p95 TTFT in the
 // capability, failover, thermal and telemetry-loss phases by more than the
 // intervals (pressure's upper end below the best baseline's lower end).
+//
+// Then the issue's targets, on pressure's means: leak rate at most 0.1% and
+// long-prompt success at least 99.9% (capability); reroute p99 at most
+// 600 ms and success at least 99.9% (failover); success at least 99.95% and
+// fallback within 1 s in every replicate (telemetry-loss); a positive lead
+// time and no breach (thermal). In a live study each mode is checked on its
+// own runs.
 func (r *ResilienceResults) Criteria() []Criterion {
+	var out []Criterion
+	for _, mode := range r.modes() {
+		sub := r.only(mode)
+		for _, c := range append(sub.criteria(), sub.targets()...) {
+			c.Mode = mode
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// targets checks the issue's absolute targets on pressure's cells.
+func (r *ResilienceResults) targets() []Criterion {
+	cells := r.Cells()
+	var out []Criterion
+	check := func(phase, what string, ok bool, detail string) {
+		res := "fail"
+		if ok {
+			res = "pass"
+		}
+		out = append(out, Criterion{Phase: phase, What: what, Result: res, Detail: detail})
+	}
+	if c := findCell(cells, "capability", "pressure"); c != nil {
+		check("capability", "target: leak rate <= 0.1%", c.Leak.Mean <= 0.1, fmt.Sprintf("pressure %s%%", pm(c.Leak, 3)))
+		check("capability", "target: long-prompt success >= 99.9%", c.LongSuccess.Mean >= 99.9, fmt.Sprintf("pressure %s%%", pm(c.LongSuccess, 2)))
+	}
+	if c := findCell(cells, "failover", "pressure"); c != nil {
+		if c.RerouteTurns == 0 {
+			out = append(out, Criterion{Phase: "failover", What: "target: reroute p99 <= 600 ms", Result: "n/a",
+				Detail: fmt.Sprintf("no turn needed a client retry (a router's own retries are inside the TTFT p99, pressure %s s)", pm(c.P99, 3))})
+		} else {
+			check("failover", "target: reroute p99 <= 600 ms", c.RerouteP99.Mean <= 0.6,
+				fmt.Sprintf("pressure %s s (TTFT p99 of the %d turns that needed a client retry)", pm(c.RerouteP99, 3), c.RerouteTurns))
+		}
+		check("failover", "target: post-kill success >= 99.9%", c.Success.Mean >= 99.9, fmt.Sprintf("pressure %s%%", pm(c.Success, 2)))
+	}
+	if c := findCell(cells, "telemetry-loss", "pressure"); c != nil {
+		check("telemetry-loss", "target: success >= 99.95%", c.Success.Mean >= 99.95, fmt.Sprintf("pressure %s%%", pm(c.Success, 3)))
+		check("telemetry-loss", "target: fallback within 1 s", c.HasDetect && c.Detected == c.Detect.N && c.Detect.Hi() <= 1,
+			fmt.Sprintf("pressure %s s (%d/%d replicates reported it)", pm(c.Detect, 2), c.Detected, c.Success.N))
+	}
+	if c := findCell(cells, "thermal", "pressure"); c != nil {
+		check("thermal", "target: positive lead time, zero breaches", c.Detected == c.Success.N && c.Lead.Lo() > 0 && c.Breaches.Mean == 0,
+			fmt.Sprintf("pressure lead %s s (%d/%d replicates detected), breaches %s", pm(c.Lead, 1), c.Detected, c.Success.N, pm(c.Breaches, 1)))
+	}
+	return out
+}
+
+// criteria compares pressure with the best baseline in one mode's runs.
+func (r *ResilienceResults) criteria() []Criterion {
 	cells := r.Cells()
 	var out []Criterion
 	for _, phase := range r.phases() {
@@ -199,6 +312,16 @@ func findCell(cells []PhaseCell, phase, policy string) *PhaseCell {
 // PaperComparison sets the study's figures beside the paper's headline
 // figures for the same phases, in words.
 func (r *ResilienceResults) PaperComparison() []string {
+	var out []string
+	for _, mode := range r.modes() {
+		for _, line := range r.only(mode).paperComparison() {
+			out = append(out, modeLabel(mode)+line)
+		}
+	}
+	return out
+}
+
+func (r *ResilienceResults) paperComparison() []string {
 	cells := r.Cells()
 	var out []string
 	if p, rr, lr := findCell(cells, "capability", "pressure"), findCell(cells, "capability", "round-robin"), findCell(cells, "capability", "least-request"); p != nil && rr != nil && lr != nil {
@@ -245,9 +368,16 @@ func (r *ResilienceResults) WriteJSON(w io.Writer) error {
 // WriteHTML writes a self-contained report.
 func (r *ResilienceResults) WriteHTML(w io.Writer) error {
 	p := report.NewPage("Stargate resilience study")
-	p.Paragraph(fmt.Sprintf("Simulated on the three-site fleet (9 backends of 4 GPUs, one router per site) at %g req/s; every phase injects its fault at the same onset, on the same workload and seeds for every policy. Bars show means over replicates; whiskers the 95%% confidence intervals.", r.RPS))
+	if r.Scale > 0 {
+		p.Paragraph(fmt.Sprintf("Live on the three-site fleet at scale %g (9 backends of 1 GPU, one router per site, all in one process on loopback with the sites' latencies injected) at %g req/s, each run beside its simulator twin of the same scale, workload and seed; every phase injects its fault on the running fleet at the same onset for every policy. Bars show means over replicates; whiskers the 95%% confidence intervals.", r.Scale, r.RPS))
+	} else {
+		p.Paragraph(fmt.Sprintf("Simulated on the three-site fleet (9 backends of 4 GPUs, one router per site) at %g req/s; every phase injects its fault at the same onset, on the same workload and seeds for every policy. Bars show means over replicates; whiskers the 95%% confidence intervals.", r.RPS))
+	}
 	if r.Quick {
 		p.Paragraph("Quick run: 2 replicates, 30 s measured after the onset. Figures are indicative only.")
+	}
+	if r.Scale > 0 {
+		p.Paragraph("Rows marked live ran on the live fleet, rows marked sim in the simulator; the charts show the live runs.")
 	}
 	p.Heading("Phases")
 	for _, ph := range ResiliencePhases() {
@@ -258,7 +388,7 @@ func (r *ResilienceResults) WriteHTML(w io.Writer) error {
 	p.Heading("Acceptance checks")
 	ct := report.Table{Headers: []string{"phase", "check", "result", "detail"}}
 	for _, c := range r.Criteria() {
-		ct.Rows = append(ct.Rows, []string{c.Phase, c.What, c.Result, c.Detail})
+		ct.Rows = append(ct.Rows, []string{modeLabel(c.Mode) + c.Phase, c.What, c.Result, c.Detail})
 	}
 	p.Table(ct)
 	p.Heading("Against the paper")
@@ -266,6 +396,9 @@ func (r *ResilienceResults) WriteHTML(w io.Writer) error {
 		p.Paragraph(s)
 	}
 	cells := r.Cells()
+	if r.Scale > 0 {
+		cells = r.only("live").Cells()
+	}
 	p.Chart(r.phaseChart(cells, "Success rate by phase", "success (%)", func(c PhaseCell) Stat { return c.Success }).SVG())
 	p.Chart(r.phaseChart(cells, "TTFT p95 by phase", "TTFT p95 (s)", func(c PhaseCell) Stat { return c.P95 }).SVG())
 	p.Heading("All cells")

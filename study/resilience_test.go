@@ -54,8 +54,8 @@ func TestResilienceShort(t *testing.T) {
 	if !strings.Contains(js.String(), `"criteria"`) || !strings.Contains(html.String(), "<svg") || !strings.Contains(txt.String(), "capability") {
 		t.Error("report files are missing their parts")
 	}
-	if len(res.Criteria()) != 4 {
-		t.Errorf("criteria %+v, want 4 (success and p95 for two phases)", res.Criteria())
+	if len(res.Criteria()) != 8 {
+		t.Errorf("criteria %+v, want 8 (success and p95 for two phases, two targets each)", res.Criteria())
 	}
 }
 
@@ -63,6 +63,37 @@ func TestResilienceOptionsChecked(t *testing.T) {
 	for _, o := range []ResilienceOptions{{Replicates: 1}, {Phases: []string{"meteor"}}} {
 		if _, err := ResilienceSpecs(o); !errors.Is(err, ErrBadOptions) {
 			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+// TestLiveSpecs: a live study pairs every run with its simulator twin at
+// the live scale, with the live policies and windows.
+func TestLiveSpecs(t *testing.T) {
+	specs, err := ResilienceSpecs(ResilienceOptions{Quick: true, Live: LivePhaseRunner{}, Phases: []string{"failover"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 2*len(LivePolicies)*2 {
+		t.Fatalf("%d specs, want %d", len(specs), 2*len(LivePolicies)*2)
+	}
+	fl, factor := ResilienceFleetAt(LiveScale)
+	gpus := 0
+	for _, r := range fl.Regions {
+		for _, b := range r.Backends {
+			gpus += b.GPUs
+		}
+	}
+	if gpus != 9 || factor != 0.25 {
+		t.Fatalf("live fleet: %d GPUs, rate factor %v; want 9 and 0.25", gpus, factor)
+	}
+	for i, sp := range specs {
+		want := []string{"sim", "live"}[i%2]
+		if sp.Mode != want || sp.Scale != LiveScale || sp.RPS != ResilienceRPS*0.25 || sp.Onset != 90*time.Second || sp.Post != 30*time.Second {
+			t.Errorf("spec %d: %+v", i, sp)
+		}
+		if i%2 == 1 && (sp.Policy != specs[i-1].Policy || sp.Seed != specs[i-1].Seed) {
+			t.Errorf("spec %d is not its twin's pair", i)
 		}
 	}
 }
@@ -88,6 +119,11 @@ func TestMeasure(t *testing.T) {
 	// TTFT grows past 1.5 x 0.1 + 0.25 s by the first bin: never recovered.
 	if m.RecoverS != 20 {
 		t.Errorf("recover %v, want 20 (the last bin is unhealthy)", m.RecoverS)
+	}
+	// A turn that took two attempts is a rerouted one.
+	recs[15].Attempts = 2
+	if m := Measure(PhaseRun{Spec: spec, Records: recs}); m.RerouteTurns != 1 || m.RerouteP99S != recs[15].TTFT().Seconds() {
+		t.Errorf("reroute: %d turns, p99 %v", m.RerouteTurns, m.RerouteP99S)
 	}
 	if s := NewStat([]float64{1, 2, 3}); s.Mean != 2 || s.Half < 2.48 || s.Half > 2.49 {
 		t.Errorf("stat %+v, want mean 2, half 4.303 x 1/sqrt(3) = 2.484", s)

@@ -32,12 +32,17 @@ measured after it). Reports success rate, TTFT p50/p95/p99, misroutes, time to
 detect and to recover with 95% confidence intervals, checks pressure against
 the best baseline, and sets the figures beside the paper's.
 
+With --live, every run also runs on a live fleet in this process, one at a
+time: scale 0.25 of the fleet (one GPU per backend, 9 GPUs) at 11.25 req/s,
+the faults injected on the running services at the onset, for pressure,
+least-request and round-robin; each live run is set beside its simulator
+twin of the same scale and seed. Live windows: 120 s before the onset and
+60 s after it (90 s and 30 s with --quick: 120 s of wall time a run, all
+seven phases x three policies x two replicates in about 85 minutes).
+
 Prints a table and writes results.json, report.html and table.txt to --out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if live {
-				return usagef("--live is not available yet: the resilience study runs in the simulator only")
-			}
 			if replicates == 1 || replicates < 0 {
 				return usagef("--replicates must be at least 2 (confidence intervals need them), got %d", replicates)
 			}
@@ -48,9 +53,15 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 				}
 			}
 			start := time.Now()
-			res, err := study.Resilience(cmd.Context(), study.ResilienceOptions{Quick: quick, Replicates: replicates,
+			opts := study.ResilienceOptions{Quick: quick, Replicates: replicates,
 				Phases: phases, Policies: policies, Progress: newProgress(cmd.ErrOrStderr(), "resilience study"),
-				Runner: study.SimPhaseRunner{Registry: reg, Parallel: parallel}})
+				Runner: study.SimPhaseRunner{Registry: reg, Parallel: parallel}}
+			if live {
+				errw := cmd.ErrOrStderr()
+				opts.Live = study.LivePhaseRunner{Registry: reg,
+					Log: func(msg string) { fmt.Fprintf(errw, "%s %s\n", time.Now().Format("15:04:05"), msg) }}
+			}
+			res, err := study.Resilience(cmd.Context(), opts)
 			if errors.Is(err, study.ErrBadOptions) {
 				return usageError{err}
 			}
@@ -59,19 +70,23 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			}
 			var lines []string
 			for _, c := range res.Criteria() {
-				lines = append(lines, fmt.Sprintf("%-5s %s: %s (%s)", c.Result, c.Phase, c.What, c.Detail))
+				phase := c.Phase
+				if c.Mode != "" {
+					phase = c.Mode + " " + phase
+				}
+				lines = append(lines, fmt.Sprintf("%-5s %s: %s (%s)", c.Result, phase, c.What, c.Detail))
 			}
 			lines = append(append(lines, ""), res.PaperComparison()...)
 			return reportStudy(cmd.OutOrStdout(), res.Table(), lines, res.WriteFiles, out, len(res.Runs), start)
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&quick, "quick", false, "2 replicates, 120 s before the onset, 30 s measured")
-	f.BoolVar(&live, "live", false, "run on a live fleet (not available yet)")
+	f.BoolVar(&quick, "quick", false, "2 replicates, 120 s before the onset (90 s live), 30 s measured")
+	f.BoolVar(&live, "live", false, "also run every phase on a live in-process fleet at scale 0.25, beside its simulator twin")
 	f.StringVar(&out, "out", "out/resilience", "directory for the report files")
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
 	f.IntVar(&replicates, "replicates", 0, "seeds per phase and policy (default 5, 2 with --quick)")
 	f.StringSliceVar(&phases, "phase", nil, "run only these phases (repeat or comma-separate)")
-	f.StringSliceVar(&policies, "policy", nil, "run only these policies (default: pressure, pulsar-waw, least-request, round-robin)")
+	f.StringSliceVar(&policies, "policy", nil, "run only these policies (default: pressure, pulsar-waw, least-request, round-robin; live: pressure, least-request, round-robin)")
 	return cmd
 }

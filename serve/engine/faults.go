@@ -31,6 +31,11 @@ type Faults struct {
 	Slowdown float64       `json:"slowdown"`
 	HeatC    float64       `json:"heat_c"`
 	Ramp     time.Duration `json:"ramp_ns"`
+	// MinClock, when > 0, shapes the thermal fault as the simulator's
+	// (sim.FaultThermal): the heat rises over Ramp; from half way through
+	// it the clock falls linearly to MinClock of nominal at its end, and
+	// every step costs 1/clock. Slowdown is then ignored.
+	MinClock float64 `json:"min_clock"`
 	// ExporterDead makes the mock DCGM exporter answer 503.
 	ExporterDead bool `json:"exporter_dead"`
 }
@@ -46,6 +51,9 @@ func (f Faults) Validate() error {
 	}
 	if f.Slowdown != 0 && !(f.Slowdown >= 1 && f.Slowdown <= 100) {
 		errs = append(errs, fmt.Errorf("slowdown must be 0 (none) or in [1, 100], got %v", f.Slowdown))
+	}
+	if !(f.MinClock >= 0 && f.MinClock <= 1) {
+		errs = append(errs, fmt.Errorf("min_clock must be 0 (none) or in (0, 1], got %v", f.MinClock))
 	}
 	if f.HeatC < 0 || f.HeatC > 100 || f.Ramp < 0 {
 		errs = append(errs, fmt.Errorf("heat_c must be in [0, 100] and ramp >= 0, got %v and %v", f.HeatC, f.Ramp))
@@ -65,12 +73,19 @@ type faultState struct {
 
 // thermal is the fault's slowdown and heat at now, ramping linearly.
 func (f *faultState) thermal(now time.Duration) (slowdown, heat float64) {
-	if f.Slowdown < 1 {
+	if f.Slowdown < 1 && f.MinClock == 0 {
 		return 1, 0
 	}
 	share := 1.0
 	if f.Ramp > 0 {
-		share = min(float64(now-f.since)/float64(f.Ramp), 1)
+		share = min(max(float64(now-f.since)/float64(f.Ramp), 0), 1)
+	}
+	if f.MinClock > 0 {
+		clock := 1.0
+		if share > 0.5 {
+			clock = 1 - (1-f.MinClock)*(share-0.5)/0.5
+		}
+		return 1 / clock, f.HeatC * share
 	}
 	return 1 + (f.Slowdown-1)*share, f.HeatC * share
 }

@@ -7,6 +7,11 @@
 // The regions' one-way latencies are injected in-process (package netsim)
 // on the router-to-gateway and gateway-to-router paths. The services sign
 // their messages with a key drawn at start.
+//
+// For experiments a running fleet takes faults: KillBackend crashes a
+// backend's gateway and engine, SetPathJitter adds jitter to a backend's
+// paths, the engines take their own (engine.Server.SetFaults), and
+// Options.Hooks watch every router's dispatches and reports.
 package fleet
 
 import (
@@ -42,6 +47,8 @@ type Options struct {
 	// ObserveQueue, if set, hears every gateway's queue times (see
 	// gateway.Config.ObserveQueue).
 	ObserveQueue func(queued time.Duration)
+	// Hooks, if set, gives router r's in-process hooks (see router.Hooks).
+	Hooks func(router int) router.Hooks
 }
 
 // Fleet is a running fleet.
@@ -58,10 +65,21 @@ type Fleet struct {
 	// Key is the HMAC key every service of the fleet shares, for an
 	// operator's signed admin calls.
 	Key auth.Key
+	// RouterPaths[r] is router r's in-process network to the gateways, and
+	// GatewayPaths[b] backend b's gateway's to the routers (package netsim);
+	// SetPathJitter changes them.
+	RouterPaths, GatewayPaths []*netsim.Transport
 
 	servers []*http.Server
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+
+	mu sync.Mutex
+	// By backend: its gateway's and engine's servers and what stops their
+	// loops (KillBackend); killed says which are dead.
+	gatewayHS, engineHS []*http.Server
+	stopGW, stopEngine  []context.CancelFunc
+	killed              []bool
 }
 
 // Start brings up the fleet of cfg and returns once every gateway has
@@ -129,11 +147,14 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 			return nil, fmt.Errorf("fleet: backend %s: %w", b.Name, err)
 		}
 		f.Engines = append(f.Engines, es)
-		f.serve(engineLns[i], es.Handler())
+		f.engineHS = append(f.engineHS, f.serve(engineLns[i], es.Handler()))
+		engCtx, stopEngine := context.WithCancel(runCtx)
+		f.stopEngine = append(f.stopEngine, stopEngine)
 		f.wg.Add(1)
-		go func() { defer f.wg.Done(); es.Run(runCtx) }()
+		go func() { defer f.wg.Done(); es.Run(engCtx) }()
 
 		tr := netsim.New(nil, opts.Seed+uint64(i))
+		f.GatewayPaths = append(f.GatewayPaths, tr)
 		for ri, u := range f.RouterURLs {
 			tr.Set(hostOf(u), cfg.Latency[b.Region][f.RouterRegion[ri]], 0)
 		}
@@ -153,12 +174,16 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 	}
 	for ri, u := range f.RouterURLs {
 		tr := netsim.New(nil, opts.Seed+1000+uint64(ri))
+		f.RouterPaths = append(f.RouterPaths, tr)
 		for i, b := range cfg.Backends {
 			tr.Set(hostOf(f.GatewayURLs[i]), cfg.Latency[f.RouterRegion[ri]][b.Region], 0)
 		}
 		rc := router.DefaultConfig()
 		rc.ID, rc.Policy, rc.Params, rc.Seed, rc.Key = fmt.Sprintf("router-%d", ri), cfg.Policy, cfg.Params, opts.Seed+uint64(ri), key
 		rc.Transport, rc.Logger = tr, opts.Logger
+		if opts.Hooks != nil {
+			rc.Hooks = opts.Hooks(ri)
+		}
 		rs, err := router.New(rc, reg)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: router %s: %w", u, err)
@@ -169,11 +194,14 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		go func() { defer f.wg.Done(); rs.Run(runCtx) }()
 	}
 	for i, gs := range f.Gateways {
-		if err := gs.Start(runCtx); err != nil {
+		gwCtx, stop := context.WithCancel(runCtx)
+		f.stopGW = append(f.stopGW, stop)
+		if err := gs.Start(gwCtx); err != nil {
 			return nil, err
 		}
-		f.serve(gatewayLns[i], gs.Handler())
+		f.gatewayHS = append(f.gatewayHS, f.serve(gatewayLns[i], gs.Handler()))
 	}
+	f.killed = make([]bool, len(cfg.Backends))
 	if err := f.waitRegistered(ctx, len(cfg.Backends)); err != nil {
 		return nil, err
 	}
@@ -183,7 +211,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 
 func hostOf(u string) string { return u[len("http://"):] }
 
-func (f *Fleet) serve(ln net.Listener, h http.Handler) {
+func (f *Fleet) serve(ln net.Listener, h http.Handler) *http.Server {
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	f.servers = append(f.servers, hs)
 	f.wg.Add(1)
@@ -193,6 +221,49 @@ func (f *Fleet) serve(ln net.Listener, h http.Handler) {
 			_ = err // the listener closed under us; Stop reports nothing more useful
 		}
 	}()
+	return hs
+}
+
+// KillBackend kills backend b as a crash would: its gateway and engine stop
+// at once, so requests they hold fail (their connections close), later
+// connections are refused (the listeners are gone), and its heartbeats and
+// stats stop. A killed backend stays dead.
+func (f *Fleet) KillBackend(b int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b < 0 || b >= len(f.killed) {
+		return fmt.Errorf("fleet: no backend %d (the fleet has %d)", b, len(f.killed))
+	}
+	if f.killed[b] {
+		return nil
+	}
+	f.killed[b] = true
+	f.stopGW[b]()
+	_ = f.gatewayHS[b].Close()
+	_ = f.engineHS[b].Close()
+	f.stopEngine[b]()
+	return nil
+}
+
+// SetPathJitter gives every message between backend b's gateway and every
+// router, both ways, an extra exponential delay of mean jitter on top of
+// the regions' latency (the simulator's path fault; zero removes it).
+func (f *Fleet) SetPathJitter(b int, jitter time.Duration) error {
+	if b < 0 || b >= len(f.GatewayURLs) || jitter < 0 {
+		return fmt.Errorf("fleet: path jitter %v on backend %d: want a backend in [0, %d) and jitter >= 0", jitter, b, len(f.GatewayURLs))
+	}
+	gw := hostOf(f.GatewayURLs[b])
+	for _, tr := range f.RouterPaths {
+		p := tr.Path(gw)
+		p.Jitter, p.Exponential = jitter, true
+		tr.SetPath(gw, p)
+	}
+	for _, u := range f.RouterURLs {
+		p := f.GatewayPaths[b].Path(hostOf(u))
+		p.Jitter, p.Exponential = jitter, true
+		f.GatewayPaths[b].SetPath(hostOf(u), p)
+	}
+	return nil
 }
 
 // waitRegistered waits until every router knows every backend.

@@ -178,3 +178,51 @@ func grep(text, sub string) string {
 	}
 	return out.String()
 }
+
+// TestKillBackendLive kills a backend: its connections are refused at once,
+// the router fails it when its heartbeats stop, and every request goes to
+// the survivor.
+func TestKillBackendLive(t *testing.T) {
+	f := startSmall(t, "round-robin")
+	if err := f.KillBackend(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.KillBackend(7); err == nil {
+		t.Error("killing backend 7 of 2 was accepted")
+	}
+	if resp, err := http.Get(f.GatewayURLs[1] + "/health"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the killed gateway still answers: %d", resp.StatusCode)
+	}
+	for i := range 6 {
+		if code, backend := chat(t, f.RouterURLs[0], fmt.Sprintf("k%d", i), 10, 2); code != http.StatusOK || backend != "local-0" {
+			t.Fatalf("after the kill: %d from %q", code, backend)
+		}
+	}
+	eventually(t, 5*time.Second, "the router fails the killed backend", func() bool {
+		return backendByName(t, f.Routers[0], "local-1").State == "failed"
+	})
+}
+
+// TestSetPathJitter adds exponential jitter both ways on one backend's paths
+// and keeps the regions' latency.
+func TestSetPathJitter(t *testing.T) {
+	f := startSmall(t, "round-robin")
+	gw := f.GatewayURLs[1][len("http://"):]
+	before := f.RouterPaths[0].Path(gw)
+	if err := f.SetPathJitter(1, 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if p := f.RouterPaths[0].Path(gw); p.OneWay != before.OneWay || p.Jitter != 20*time.Millisecond || !p.Exponential {
+		t.Errorf("router path after the jitter: %+v (before %+v)", p, before)
+	}
+	if p := f.GatewayPaths[1].Path(f.RouterURLs[0][len("http://"):]); p.Jitter != 20*time.Millisecond || !p.Exponential {
+		t.Errorf("gateway path after the jitter: %+v", p)
+	}
+	if p := f.RouterPaths[0].Path(f.GatewayURLs[0][len("http://"):]); p.Jitter != 0 {
+		t.Errorf("the other backend's path changed: %+v", p)
+	}
+	if err := f.SetPathJitter(2, time.Millisecond); err == nil {
+		t.Error("jitter on backend 2 of 2 was accepted")
+	}
+}

@@ -23,8 +23,7 @@ type Transport struct {
 	Base http.RoundTripper
 
 	mu      sync.RWMutex
-	oneWay  map[string]time.Duration // by host:port
-	jitter  map[string]time.Duration
+	paths   map[string]Path // by host:port
 	rng     *rand.Rand
 	rngLock sync.Mutex
 }
@@ -35,24 +34,49 @@ func New(base http.RoundTripper, seed uint64) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &Transport{Base: base, oneWay: make(map[string]time.Duration), jitter: make(map[string]time.Duration),
-		rng: rand.New(rand.NewPCG(seed, 0x6e657473696d))}
+	return &Transport{Base: base, paths: make(map[string]Path), rng: rand.New(rand.NewPCG(seed, 0x6e657473696d))}
 }
 
-// Set gives host (host:port) a one-way latency and a jitter bound.
+// Path is the delay added on the way to one destination, on each leg.
+type Path struct {
+	OneWay time.Duration `json:"one_way"`
+	Jitter time.Duration `json:"jitter"`
+	// Exponential draws the jitter from an exponential distribution of
+	// mean Jitter instead of uniformly from [0, Jitter].
+	Exponential bool `json:"exponential"`
+}
+
+// Set gives host (host:port) a one-way latency and a uniform jitter bound.
 func (t *Transport) Set(host string, oneWay, jitter time.Duration) {
+	t.SetPath(host, Path{OneWay: oneWay, Jitter: jitter})
+}
+
+// SetPath replaces host's (host:port) path.
+func (t *Transport) SetPath(host string, p Path) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.oneWay[host], t.jitter[host] = oneWay, jitter
+	t.paths[host] = p
+}
+
+// Path returns host's path (the zero Path if it has none).
+func (t *Transport) Path(host string) Path {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.paths[host]
 }
 
 func (t *Transport) delay(host string) time.Duration {
 	t.mu.RLock()
-	d, j := t.oneWay[host], t.jitter[host]
+	p := t.paths[host]
 	t.mu.RUnlock()
-	if j > 0 {
+	d := p.OneWay
+	if p.Jitter > 0 {
 		t.rngLock.Lock()
-		d += time.Duration(t.rng.Int64N(int64(j) + 1))
+		if p.Exponential {
+			d += time.Duration(t.rng.ExpFloat64() * float64(p.Jitter))
+		} else {
+			d += time.Duration(t.rng.Int64N(int64(p.Jitter) + 1))
+		}
 		t.rngLock.Unlock()
 	}
 	return d

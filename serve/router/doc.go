@@ -11,7 +11,12 @@
 // once. A static backend's heartbeat is its answered /health probe. Every
 // backend is probed every ProbeInterval for the RTT and jitter signals.
 // Operators drain and undrain a backend with POST
-// /admin/backends/{name}/drain and /undrain, signed with the HMAC key.
+// /admin/backends/{name}/drain and /undrain, signed with the HMAC key, and
+// inject a fault on this router's path to a backend with POST
+// /admin/backends/{name}/path ({"rtt_ms": N, "jitter_ms": N}: each message
+// waits RTT/2 plus an exponential delay of mean jitter, as the simulator's
+// path fault), signed the same way; no client header can do either.
+// Hooks let an in-process caller watch every dispatch and gateway report.
 // A gateway that restarts (a new boot id) or a new backend rebuilds the
 // placement core, and waiting requests are placed again.
 //

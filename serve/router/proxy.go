@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/stargate-llm/stargate/policy"
 	rcore "github.com/stargate-llm/stargate/router"
@@ -173,6 +174,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 			s.counts.Retries++
 		}
 		s.mu.Unlock()
+		if h := s.cfg.Hooks.Dispatch; h != nil {
+			h(DispatchEvent{At: time.Now(), Router: s.cfg.ID, Backend: b.name, Tokens: tokens})
+		}
 		res := s.attempt(ctx, w, r, b, body, stream, tokens)
 		s.report(b, res, tokens)
 		s.settleStatic(b)

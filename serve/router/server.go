@@ -18,6 +18,7 @@ import (
 	"github.com/stargate-llm/stargate/policy"
 	rcore "github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/serve/auth"
+	"github.com/stargate-llm/stargate/serve/netsim"
 	"github.com/stargate-llm/stargate/serve/openai"
 	"github.com/stargate-llm/stargate/serve/wire"
 )
@@ -61,6 +62,8 @@ type Config struct {
 	ProbeInterval time.Duration
 	Logger        *slog.Logger
 	Transport     http.RoundTripper
+	// Hooks watch the router in-process (experiments, tests).
+	Hooks Hooks
 }
 
 // DefaultConfig returns a router with DESIGN's policy defaults.
@@ -138,6 +141,8 @@ type Server struct {
 	client *http.Client
 	verify *auth.Verifier
 	met    *metrics
+	// paths holds the operator's injected path delays (SetPath).
+	paths *netsim.Transport
 
 	mu       sync.Mutex
 	backends []*backend
@@ -171,8 +176,9 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	if tr == nil {
 		tr = &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
 	}
-	s := &Server{cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: tr},
-		waits: make(map[uint64]*waitEntry), timerSet: make(chan struct{}, 1)}
+	paths := netsim.New(tr, cfg.Seed)
+	s := &Server{cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: paths},
+		paths: paths, waits: make(map[uint64]*waitEntry), timerSet: make(chan struct{}, 1)}
 	if len(cfg.Key.Secret) > 0 {
 		s.verify = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
 	}
@@ -374,6 +380,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+wire.PathStats, s.stats)
 	mux.HandleFunc("POST /admin/backends/{name}/drain", func(w http.ResponseWriter, r *http.Request) { s.drain(w, r, true) })
 	mux.HandleFunc("POST /admin/backends/{name}/undrain", func(w http.ResponseWriter, r *http.Request) { s.drain(w, r, false) })
+	mux.HandleFunc("POST /admin/backends/{name}/path", s.adminPath)
 	return mux
 }
 
@@ -421,6 +428,9 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		rebuild = true
 	}
 	b.url, b.region, b.last, b.lastSeen = strings.TrimRight(m.URL, "/"), m.Region, m, time.Now()
+	if h := s.cfg.Hooks.Report; h != nil {
+		h(ReportEvent{At: b.lastSeen, Router: s.cfg.ID, Backend: m.Backend, Signals: m.Signals != nil, Hardware: m.Signals != nil && m.Signals.Hardware})
+	}
 	if b.refused && !rebuild {
 		b.refused = false
 		s.core.SetEligible(i, true)

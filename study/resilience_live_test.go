@@ -1,0 +1,109 @@
+package study
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stargate-llm/stargate/sim"
+)
+
+// TestLivePhases runs two short live phases and checks that each fault was
+// applied on the running fleet and that Measure sees it: the killed backend
+// gets no dispatch from a router once that router has marked it Failed;
+// requests over the imposed limit stop reaching a limited backend once a
+// router has learned its limit from its first 400 there.
+func TestLivePhases(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live fleet runs")
+	}
+	limited := []int{3, 4, 5}
+	const limit = 5000
+	capability := Phase{Name: "capability", Faulty: limited, Limit: limit, Describe: "test",
+		Faults: func(at time.Duration) []sim.Fault {
+			return []sim.Fault{{Kind: sim.FaultLimit, Backends: limited, At: at, Limit: limit}}
+		}}
+	var failover Phase
+	for _, p := range ResiliencePhases() {
+		if p.Name == "failover" {
+			failover = p
+		}
+	}
+	base := PhaseSpec{Seed: 1, RPS: 20, Onset: 7 * time.Second, Pre: 3 * time.Second, Post: 6 * time.Second, Scale: LiveScale, Mode: "live"}
+	specs := []PhaseSpec{base, base}
+	specs[0].Phase, specs[0].Policy = failover, "pressure"
+	specs[1].Phase, specs[1].Policy = capability, "round-robin"
+	runs, err := LivePhaseRunner{}.RunPhases(context.Background(), specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	fo := runs[0]
+	m := Measure(fo)
+	if m.Turns == 0 || len(fo.Records) == 0 {
+		t.Fatalf("failover measured no turn: %+v", m)
+	}
+	if len(fo.RouterFailedAt) != 3 {
+		t.Fatalf("router failed-at %v, want one per router", fo.RouterFailedAt)
+	}
+	for r, at := range fo.RouterFailedAt {
+		if at < fo.Spec.Onset || at > fo.Spec.Onset+3*time.Second {
+			t.Errorf("router %d marked the killed backend Failed at %v (onset %v)", r, at, fo.Spec.Onset)
+		}
+		for _, d := range fo.Dispatches {
+			if d.Router == r && d.Backend == 4 && d.At > at {
+				t.Errorf("router %d sent to the killed backend at %v, after it marked it Failed at %v", r, d.At, at)
+			}
+		}
+	}
+	if m.RouterDetectS < 0 || m.RouterDetectS > 3 {
+		t.Errorf("router detect %v s", m.RouterDetectS)
+	}
+	if !hasMark(fo.Marks, "fault:kill") {
+		t.Errorf("no kill mark in %v", fo.Marks)
+	}
+
+	ca := runs[1]
+	m = Measure(ca)
+	long := 0
+	for _, d := range ca.Dispatches {
+		if d.At >= ca.Spec.Onset && d.Tokens > limit {
+			long++
+		}
+	}
+	if long < 10 {
+		t.Fatalf("only %d long dispatches after the onset; the test needs more", long)
+	}
+	if m.Misroutes == 0 || m.Misroutes > 2*3*len(limited) {
+		t.Errorf("%d misroutes over %d long dispatches: want at least one (the fault applied) and few (each router learns each limit from its first 400)", m.Misroutes, long)
+	}
+	// Each router learns a backend's limit from the first 400 it gets
+	// there: a later misroute of the same pair can only be one sent while
+	// that answer was on its way.
+	type pair struct{ router, backend int }
+	first := map[pair]time.Duration{}
+	for _, d := range ca.Dispatches {
+		if !d.Misroute {
+			continue
+		}
+		k := pair{d.Router, d.Backend}
+		at, seen := first[k]
+		if !seen {
+			first[k] = d.At
+		} else if d.At > at+time.Second {
+			t.Errorf("router %d sent a long request to limited backend %d at %v, %v after its first 400", d.Router, d.Backend, d.At, d.At-at)
+		}
+	}
+	if !hasMark(ca.Marks, "fault:limit") {
+		t.Errorf("no limit mark in %v", ca.Marks)
+	}
+}
+
+func hasMark(ms []sim.Mark, what string) bool {
+	for _, m := range ms {
+		if m.What == what {
+			return true
+		}
+	}
+	return false
+}
