@@ -69,7 +69,10 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"slo matrix: no replicates", []string{"study", "slo-matrix", "--replicates", "0"}, "--replicates 0"},
 		{"slo matrix: too many steps", []string{"study", "slo-matrix", "--steps", "40"}, "bisection steps must be 1-30"},
 		{"slo matrix: missing fleet", []string{"study", "slo-matrix", "--fleet", filepath.Join(dir, "nope.yaml")}, "neither a built-in fleet"},
-		{"overlap live", []string{"study", "overlap", "--live"}, "not available yet"},
+		{"overlap live quick", []string{"study", "overlap", "--live", "--quick"}, "--quick is for the simulator"},
+		{"overlap live zero clients", []string{"study", "overlap", "--live", "--clients", "0"}, "client counts must be >= 1"},
+		{"slo matrix: live in parallel", []string{"study", "slo-matrix", "--live", "--parallel", "2"}, "live steps run one at a time"},
+		{"slo matrix: empty window", []string{"study", "slo-matrix", "--measure", "0s"}, "--measure > 0"},
 		{"overlap zero clients", []string{"study", "overlap", "--clients", "0,4"}, "client counts must be >= 1"},
 		{"unknown command", []string{"simulate"}, "unknown command"},
 	}
