@@ -82,9 +82,12 @@ func Score(p Pressures, avail [NumSignals]bool, w Weights) (score float64, fallb
 		if !avail[s] {
 			continue
 		}
-		v := w[s] * clamp01(p[s])
+		// The explicit conversions round every product, so no
+		// architecture fuses a multiply and an add: the score is the same
+		// bits everywhere (and the same as Scorer's).
+		v := float64(w[s] * clamp01(p[s]))
 		if loadSignal(s) {
-			v *= scale
+			v = float64(v * scale)
 		}
 		score += v
 	}
