@@ -117,8 +117,22 @@ func (p Projector) Validate() error {
 
 // Target is the weight a score maps to, without hysteresis.
 func (p Projector) Target(score float64) int {
-	w := int(math.Round(float64(p.Max) * (1 - clamp01(score))))
+	w := roundNonNegative(float64(p.Max) * (1 - clamp01(score)))
 	return min(max(w, p.Min), p.Max)
+}
+
+// roundNonNegative is int(math.Round(x)) for x >= 0, with a truncation and a
+// comparison instead of math.Round's bit manipulation: below 2^52 the
+// fraction x - trunc(x) is exact, so rounding half up is exact too.
+func roundNonNegative(x float64) int {
+	if x < 1<<52 {
+		n := int(x)
+		if x-float64(n) >= 0.5 {
+			n++
+		}
+		return n
+	}
+	return int(math.Round(x))
 }
 
 // Project returns the weight to use given the current one (0: none yet). A

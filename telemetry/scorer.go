@@ -105,26 +105,51 @@ func (sc *Scorer) Normalise(p *Pressures, avail *[NumSignals]bool, sig *Signals,
 // weights, and the health score: Score over the available pressures that
 // are not load.
 func (sc *Scorer) Score(p *Pressures, avail *[NumSignals]bool) (score, health float64, fallback bool) {
-	m := 0
-	for s := range NumSignals {
-		if b := loadBit[s]; b >= 0 && avail[s] {
-			m |= 1 << b
-		}
-	}
-	scale := sc.scale[m]
-	for s := range NumSignals {
-		if !avail[s] {
-			continue
-		}
-		// Explicit conversions round every product, as in Score, so no
-		// architecture fuses a multiply and an add into another result.
-		v := float64(sc.w[s] * clamp01(p[s]))
-		if loadBit[s] >= 0 {
-			score += float64(v * scale)
-		} else {
-			score += v
-			health += v
-		}
-	}
+	// Written out signal by signal in Signal order; an unavailable signal
+	// adds +0, which leaves the sum's bits as they are (it starts at +0 and
+	// never goes negative).
+	scale := sc.scale[b2i(avail[SigQueue])|b2i(avail[SigTTFT])<<1|b2i(avail[SigKV])<<2|b2i(avail[SigGPU])<<3|
+		b2i(avail[SigMem])<<4|b2i(avail[SigSM])<<5|b2i(avail[SigDRAM])<<6]
+	w := &sc.w
+	score += loadTerm(w[SigQueue], p[SigQueue], scale, avail[SigQueue])
+	score += loadTerm(w[SigTTFT], p[SigTTFT], scale, avail[SigTTFT])
+	v := term(w[SigErrors], p[SigErrors], avail[SigErrors])
+	score, health = score+v, health+v
+	score += loadTerm(w[SigKV], p[SigKV], scale, avail[SigKV])
+	score += loadTerm(w[SigGPU], p[SigGPU], scale, avail[SigGPU])
+	score += loadTerm(w[SigMem], p[SigMem], scale, avail[SigMem])
+	score += loadTerm(w[SigSM], p[SigSM], scale, avail[SigSM])
+	score += loadTerm(w[SigDRAM], p[SigDRAM], scale, avail[SigDRAM])
+	v = term(w[SigRTT], p[SigRTT], avail[SigRTT])
+	score, health = score+v, health+v
+	v = term(w[SigJitter], p[SigJitter], avail[SigJitter])
+	score, health = score+v, health+v
+	v = term(w[SigThermal], p[SigThermal], avail[SigThermal])
+	score, health = score+v, health+v
 	return min(score, 1), min(health, 1), !avail[SigGPU]
+}
+
+// term is Score's term of a signal that is not load, 0 if unavailable. The
+// explicit conversions round every product, as in Score, so no architecture
+// fuses a multiply and an add into another result.
+func term(w, p float64, ok bool) float64 {
+	if !ok {
+		return 0
+	}
+	return float64(w * clamp01(p))
+}
+
+// loadTerm is Score's term of a load signal, 0 if unavailable.
+func loadTerm(w, p, scale float64, ok bool) float64 {
+	if !ok {
+		return 0
+	}
+	return float64(float64(w*clamp01(p)) * scale)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

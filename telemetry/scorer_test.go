@@ -93,3 +93,28 @@ func TestScorerMatchesFunctions(t *testing.T) {
 		})
 	}
 }
+
+// TestRoundNonNegative pins the projector's rounding to math.Round, at the
+// halves and the floats next to them included.
+func TestRoundNonNegative(t *testing.T) {
+	xs := []float64{0, 0.5, 1.5, 2.5, 99.5, 0.49999999999999994, 1 << 52, 1<<52 + 1, 1<<53 + 2, 1e17}
+	rng := rand.New(rand.NewPCG(3, 5))
+	for range 100_000 {
+		xs = append(xs, 100*rng.Float64(), float64(rng.IntN(200))/2)
+	}
+	for _, x := range xs {
+		for _, y := range []float64{math.Nextafter(x, 0), x, math.Nextafter(x, math.Inf(1))} {
+			if got, want := roundNonNegative(y), int(math.Round(y)); got != want {
+				t.Fatalf("roundNonNegative(%v) = %d, want %d", y, got, want)
+			}
+		}
+	}
+	// Every score a projector may see, through Target.
+	pr := Projector{Max: 100, Min: 1}
+	for range 100_000 {
+		score := rng.Float64()
+		if got, want := pr.Target(score), min(max(int(math.Round(100*(1-score))), 1), 100); got != want {
+			t.Fatalf("Target(%v) = %d, want %d", score, got, want)
+		}
+	}
+}
