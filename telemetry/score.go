@@ -123,16 +123,14 @@ func (p Projector) Target(score float64) int {
 
 // roundNonNegative is int(math.Round(x)) for x >= 0, with a truncation and a
 // comparison instead of math.Round's bit manipulation: below 2^52 the
-// fraction x - trunc(x) is exact, so rounding half up is exact too.
+// fraction x - trunc(x) is exact, so rounding half up is exact too, and from
+// 2^52 on every float is an integer that math.Round returns as it is.
 func roundNonNegative(x float64) int {
-	if x < 1<<52 {
-		n := int(x)
-		if x-float64(n) >= 0.5 {
-			n++
-		}
-		return n
+	n := int(x)
+	if x < 1<<52 && x-float64(n) >= 0.5 {
+		n++
 	}
-	return int(math.Round(x))
+	return n
 }
 
 // Project returns the weight to use given the current one (0: none yet). A
