@@ -62,30 +62,38 @@ func NewScorer(w Weights, n Norm) *Scorer {
 }
 
 // Normalise is the function Normalise with the Scorer's levels, writing the
-// pressures to p and their availability to avail.
+// pressures to p and their availability to avail. Every element is written
+// once (a pressure that is not available is 0).
 func (sc *Scorer) Normalise(p *Pressures, avail *[NumSignals]bool, sig *Signals, load Load, path *Path) {
-	*p, *avail = Pressures{}, [NumSignals]bool{}
-	if load.Capacity > 0 {
+	switch {
+	case load.Capacity > 0:
 		p[SigQueue] = clamp01(2 * float64(load.Waiting) / float64(load.Capacity))
 		avail[SigQueue] = true
+	case sig != nil:
+		p[SigQueue] = clamp01(float64(sig.QueueDepth) / float64(max(sig.QueueDepth+sig.Running, 1)))
+		avail[SigQueue] = true
+	default:
+		p[SigQueue], avail[SigQueue] = 0, false
 	}
 	if path.Known {
 		p[SigRTT] = clamp01(float64(path.RTT) / sc.rttFull)
 		p[SigJitter] = clamp01(float64(path.Jitter) / sc.jitterFull)
-		avail[SigRTT], avail[SigJitter] = true, true
+	} else {
+		p[SigRTT], p[SigJitter] = 0, 0
 	}
+	avail[SigRTT], avail[SigJitter] = path.Known, path.Known
 	if sig == nil {
+		p[SigTTFT], p[SigErrors], p[SigKV] = 0, 0, 0
+		avail[SigTTFT], avail[SigErrors], avail[SigKV] = false, false, false
+		sc.noHardware(p, avail)
 		return
-	}
-	if load.Capacity <= 0 {
-		p[SigQueue] = clamp01(float64(sig.QueueDepth) / float64(max(sig.QueueDepth+sig.Running, 1)))
-		avail[SigQueue] = true
 	}
 	p[SigTTFT] = clamp01(float64(sig.TTFTP95) / sc.ttftFull)
 	p[SigErrors] = clamp01(sig.ErrorRate / sc.n.ErrorFull)
 	p[SigKV] = clamp01(sig.KVFill)
 	avail[SigTTFT], avail[SigErrors], avail[SigKV] = true, true, true
 	if !sig.Hardware {
+		sc.noHardware(p, avail)
 		return
 	}
 	p[SigGPU] = clamp01(sig.GPUUtil)
@@ -99,6 +107,12 @@ func (sc *Scorer) Normalise(p *Pressures, avail *[NumSignals]bool, sig *Signals,
 	}
 	p[SigThermal] = max(temp, clock)
 	avail[SigGPU], avail[SigMem], avail[SigSM], avail[SigDRAM], avail[SigThermal] = true, true, true, true, true
+}
+
+// noHardware marks the hardware pressures unavailable.
+func (*Scorer) noHardware(p *Pressures, avail *[NumSignals]bool) {
+	p[SigGPU], p[SigMem], p[SigSM], p[SigDRAM], p[SigThermal] = 0, 0, 0, 0, 0
+	avail[SigGPU], avail[SigMem], avail[SigSM], avail[SigDRAM], avail[SigThermal] = false, false, false, false, false
 }
 
 // Score returns the function Score's score and fallback with the Scorer's
