@@ -42,6 +42,11 @@
 // When Signals.Hardware is false the hardware pressures (gpu, mem, sm, dram,
 // thermal) are not available; Available reports which are.
 //
+// Score sums the available pressures with fixed weights (DefaultWeights) and
+// Projector turns scores into integer weights with hysteresis. A router that
+// scores every backend at each update uses a Scorer: the same pressures and
+// scores, bit for bit, with the levels and weights prepared once.
+//
 // # Path estimator
 //
 // PathEstimator keeps a router's view of the path to one backend from probe
