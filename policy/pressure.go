@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/stargate-llm/stargate/telemetry"
@@ -62,6 +63,7 @@ func (pp PressureParams) Validate() error {
 type Pressure struct {
 	p      Params
 	pp     PressureParams
+	scorer *telemetry.Scorer
 	state  []BackendWeight
 	scores []float64
 }
@@ -77,7 +79,7 @@ func NewPressure(p Params, pp PressureParams, _ []Backend) (*Pressure, error) {
 	if err := pp.Validate(); err != nil {
 		return nil, err
 	}
-	return &Pressure{p: p, pp: pp}, nil
+	return &Pressure{p: p, pp: pp, scorer: telemetry.NewScorer(pp.Weights, pp.Norm)}, nil
 }
 
 // Name implements Policy.
@@ -115,32 +117,32 @@ func (pr *Pressure) Weights(views []View, out []BackendWeight) []BackendWeight {
 	return append(out, pr.state...)
 }
 
-// refresh recomputes every backend's score and weight.
+// refresh recomputes every backend's score and weight: telemetry.Normalise,
+// then telemetry.Score over every pressure and over the health pressures,
+// through a telemetry.Scorer (the same results, without copying the
+// parameters and pressures for every backend).
 func (pr *Pressure) refresh(views []View) {
-	for len(pr.state) < len(views) {
-		pr.state = append(pr.state, BackendWeight{})
+	if n := len(pr.state); n < len(views) {
+		// One allocation for a new fleet size; new backends start at zero.
+		pr.state = slices.Grow(pr.state, len(views)-n)[:len(views)]
+		clear(pr.state[n:])
 	}
 	pr.state = pr.state[:len(views)]
+	errorFull, proj := pr.pp.Norm.ErrorFull, &pr.pp.Projector
+	var avail [telemetry.NumSignals]bool
 	for i := range views {
-		v := &views[i]
-		p, avail := telemetry.Normalise(v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: v.Waiting + v.Queued}, v.Path, pr.pp.Norm)
+		v, st := &views[i], &pr.state[i]
+		p := &st.Pressures
+		pr.scorer.Normalise(p, &avail, v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: v.Waiting + v.Queued}, &v.Path)
 		// The router's own count of failures is fresher than the report's.
-		if e := v.ErrorRate / pr.pp.Norm.ErrorFull; e > p[telemetry.SigErrors] || !avail[telemetry.SigErrors] {
+		if e := v.ErrorRate / errorFull; e > p[telemetry.SigErrors] || !avail[telemetry.SigErrors] {
 			p[telemetry.SigErrors] = min(max(e, p[telemetry.SigErrors]), 1)
 			avail[telemetry.SigErrors] = true
 		}
-		score, fallback := telemetry.Score(p, avail, pr.pp.Weights)
-		health := avail
-		for s := range telemetry.NumSignals {
-			if s.Load() {
-				health[s] = false
-			}
-		}
-		healthScore, _ := telemetry.Score(p, health, pr.pp.Weights)
-		st := &pr.state[i]
-		st.Weight = pr.pp.Projector.Project(st.Weight, score)
-		st.Rank = pr.pp.Projector.Project(st.Rank, healthScore)
-		st.Score, st.Fallback, st.Pressures = score, fallback, p
+		score, health, fallback := pr.scorer.Score(p, &avail)
+		st.Weight = proj.Project(st.Weight, score)
+		st.Rank = proj.Project(st.Rank, health)
+		st.Score, st.Fallback = score, fallback
 	}
 }
 

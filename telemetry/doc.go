@@ -40,7 +40,12 @@
 //	         with TempOK 75 C, TempMax 88 C, ClockDropFull 0.3
 //
 // When Signals.Hardware is false the hardware pressures (gpu, mem, sm, dram,
-// thermal) are not available; Available reports which are.
+// thermal) are not available; Normalise's second result reports which are.
+//
+// Score sums the available pressures with fixed weights (DefaultWeights) and
+// Projector turns scores into integer weights with hysteresis. A router that
+// scores every backend at each update uses a Scorer: the same pressures and
+// scores, bit for bit, with the levels and weights prepared once.
 //
 // # Path estimator
 //

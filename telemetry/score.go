@@ -82,9 +82,12 @@ func Score(p Pressures, avail [NumSignals]bool, w Weights) (score float64, fallb
 		if !avail[s] {
 			continue
 		}
-		v := w[s] * clamp01(p[s])
+		// The explicit conversions round every product, so no
+		// architecture fuses a multiply and an add: the score is the same
+		// bits everywhere (and the same as Scorer's).
+		v := float64(w[s] * clamp01(p[s]))
 		if loadSignal(s) {
-			v *= scale
+			v = float64(v * scale)
 		}
 		score += v
 	}
@@ -114,8 +117,20 @@ func (p Projector) Validate() error {
 
 // Target is the weight a score maps to, without hysteresis.
 func (p Projector) Target(score float64) int {
-	w := int(math.Round(float64(p.Max) * (1 - clamp01(score))))
+	w := roundNonNegative(float64(p.Max) * (1 - clamp01(score)))
 	return min(max(w, p.Min), p.Max)
+}
+
+// roundNonNegative is int(math.Round(x)) for x >= 0, with a truncation and a
+// comparison instead of math.Round's bit manipulation: below 2^52 the
+// fraction x - trunc(x) is exact, so rounding half up is exact too, and from
+// 2^52 on every float is an integer that math.Round returns as it is.
+func roundNonNegative(x float64) int {
+	n := int(x)
+	if x < 1<<52 && x-float64(n) >= 0.5 {
+		n++
+	}
+	return n
 }
 
 // Project returns the weight to use given the current one (0: none yet). A
