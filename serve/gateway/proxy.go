@@ -246,7 +246,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 				s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
 				return
 			}
-			if flusher != nil && !(streaming && wire.EndsStream(buf[:n])) {
+			if flusher != nil && (!streaming || !wire.EndsStream(buf[:n])) {
 				flusher.Flush()
 			}
 		}
