@@ -11,7 +11,8 @@
 // the baseline label (the engine called directly), paired run by run.
 //
 // Each of the --streams clients sends one request, reads its stream to the
-// end, and sends the next at once. TTFT is the time from sending a request to
+// end (past [DONE] to the end of the body, so that its connection carries
+// the next request), and sends the next at once. TTFT is the time from sending a request to
 // reading the first SSE event with non-empty delta content. Requests that
 // end in the measured window (after --warmup) count; those still running at
 // the end are cancelled and not counted. CPU is utime+stime from

@@ -295,6 +295,10 @@ func readStream(r io.Reader, t0 time.Time) (time.Duration, error) {
 				if !first {
 					return 0, errors.New("stream ended without content")
 				}
+				// Read on to the end of the body, as a keep-alive client
+				// does: a body closed before its end takes its connection
+				// with it, and every next request would pay for a new one.
+				_, _ = io.Copy(io.Discard, br)
 				return ttft, nil
 			case !first:
 				c, err := firstContent(data)

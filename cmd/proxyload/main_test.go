@@ -55,6 +55,18 @@ func TestReadStream(t *testing.T) {
 	}
 }
 
+// A stream is read to the end of the body after [DONE], so that its
+// connection can carry the next request.
+func TestReadStreamReadsToTheEnd(t *testing.T) {
+	r := strings.NewReader("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n" + strings.Repeat("x", 10000))
+	if _, err := readStream(r, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 0 {
+		t.Errorf("%d bytes left unread after [DONE]", r.Len())
+	}
+}
+
 func TestSummarizePairsRepetitions(t *testing.T) {
 	runs := []Result{
 		{Label: "engine", Rep: 1, RPS: 100, TTFTP50: 1, TTFTP99: 2},

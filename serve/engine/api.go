@@ -184,10 +184,9 @@ func (s *Server) streamOut(w http.ResponseWriter, r *http.Request, st *stream, o
 			if usage {
 				_ = writeEvent(w, out.usageChunk(gen))
 			}
+			// No flush: the end of the body leaves with [DONE] when the
+			// handler returns, in one write.
 			_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
-			if flusher != nil {
-				flusher.Flush()
-			}
 			return
 		}
 		if flusher != nil {

@@ -10,7 +10,8 @@
 //
 // A request is admitted, queued or rejected by the core; a rejection is a 503
 // with Retry-After. An admitted request takes a worker permit (package
-// gateway's Slots), is forwarded with every read flushed at once, and gives
+// gateway's Slots), is forwarded with every read flushed at once (a read
+// that ends with [DONE] leaves with the end of the body), and gives
 // the permit back when it ends. An uncertain end (the engine connection was
 // lost, or no byte came for UpstreamIdleTimeout, after the request was sent)
 // quarantines the worker: it takes nothing until its requests have drained

@@ -249,7 +249,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 				s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
 				return
 			}
-			if flusher != nil {
+			if flusher != nil && (!streaming || !wire.EndsStream(buf[:n])) {
 				flusher.Flush()
 			}
 		}

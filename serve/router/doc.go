@@ -24,7 +24,8 @@
 // else a hash of the leading messages. Proxying follows DESIGN's rules:
 // internal X-Stargate- headers, hop-by-hop headers and the client's
 // Authorization never pass; bodies, message counts and max_tokens are
-// bounded; streamed bytes are flushed at once; an attempt refused before its
+// bounded; streamed bytes are flushed at once (but for a
+// final [DONE], which leaves with the end of the body); an attempt refused before its
 // first byte (503, 429, 502 or a refused connection) is retried on a backend
 // not yet tried, up to MaxAttempts; a client that goes away cancels the
 // upstream request; a failure after the first byte ends the stream with an

@@ -442,7 +442,7 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return res.end(ReasonClientCancelled)
 			}
-			if flusher != nil {
+			if flusher != nil && (!streaming || !wire.EndsStream(buf[:n])) {
 				flusher.Flush()
 			}
 		}

@@ -4,6 +4,7 @@
 package wire
 
 import (
+	"bytes"
 	"sync"
 	"time"
 
@@ -145,3 +146,16 @@ func GetCopyBuffer() *[]byte { return copyBufs.Get().(*[]byte) }
 
 // PutCopyBuffer returns a buffer from GetCopyBuffer.
 func PutCopyBuffer(b *[]byte) { copyBufs.Put(b) }
+
+// doneEvent is the SSE event that ends an OpenAI stream.
+var doneEvent = []byte("data: [DONE]\n\n")
+
+// EndsStream reports whether a streamed answer's bytes so far end with the
+// [DONE] event. A proxy that has just copied such bytes need not flush them:
+// nothing follows but the end of the body, which leaves with them when the
+// handler returns, in one write instead of two (and a client that stops
+// reading at [DONE] finds the end of the body with it, so its connection
+// stays open for the next request).
+func EndsStream(b []byte) bool {
+	return bytes.HasSuffix(b, doneEvent) || bytes.HasSuffix(b, []byte("data: [DONE]\r\n\r\n"))
+}

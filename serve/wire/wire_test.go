@@ -26,3 +26,25 @@ func TestCopyBuffer(t *testing.T) {
 	}
 	PutCopyBuffer(b)
 }
+
+func TestEndsStream(t *testing.T) {
+	for name, tt := range map[string]struct {
+		in   string
+		want bool
+	}{
+		"done alone":         {"data: [DONE]\n\n", true},
+		"event then done":    {"data: {\"choices\":[]}\n\ndata: [DONE]\n\n", true},
+		"crlf":               {"data: {}\r\n\r\ndata: [DONE]\r\n\r\n", true},
+		"event":              {"data: {\"choices\":[]}\n\n", false},
+		"done cut":           {"data: [DONE]\n", false},
+		"done in content":    {"data: {\"content\":\"data: [DONE]\\n\\n\"}\n\n", false},
+		"empty":              {"", false},
+		"done then an event": {"data: [DONE]\n\ndata: {}\n\n", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := EndsStream([]byte(tt.in)); got != tt.want {
+				t.Errorf("EndsStream(%q) = %v, want %v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
