@@ -145,6 +145,10 @@ func (r *SimRunner) Step(ctx context.Context, spec StepSpec) (StepFigures, error
 		return StepFigures{}, err
 	}
 	cfg.KeepRecords = true
+	// Heartbeats with signals and probes, as a live fleet has them: every
+	// policy gets them, and only the policy decides whether to read them
+	// (pressure does; without them it places as pulsar-waw).
+	cfg.Telemetry = sim.DefaultTelemetry()
 	start := time.Now()
 	res, err := sim.Run(ctx, cfg, r.Registry)
 	if err != nil {
