@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/engine"
 	"github.com/stargate-llm/stargate/serve/router"
@@ -224,5 +227,44 @@ func TestSetPathJitter(t *testing.T) {
 	}
 	if err := f.SetPathJitter(2, time.Millisecond); err == nil {
 		t.Error("jitter on backend 2 of 2 was accepted")
+	}
+}
+
+// TestLearnedLimitReachesEveryRouter: one router's long request is refused
+// by an engine that enforces less than /v1/models says; its gateway passes
+// the limit on in its stats, so the other router knows it without sending
+// a long request there itself.
+func TestLearnedLimitReachesEveryRouter(t *testing.T) {
+	reg := policy.NewRegistry()
+	fl, _ := config.Preset("small")
+	cfg, err := fl.SimConfig(config.Run{Policy: "round-robin", RPS: 1, Seed: 1, Warmup: time.Second, Measure: time.Second}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Start(context.Background(), cfg, reg, Options{Seed: 1, RoutersPerRegion: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	if err := f.Engines[1].SetFaults(engine.Faults{MaxModelLen: 2000}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; f.Engines[1].Counts().Rejected["status_400"] == 0; i++ {
+		if i == 10 {
+			t.Fatal("router 0 never sent a long request to local-1")
+		}
+		chat(t, f.RouterURLs[0], fmt.Sprintf("long-%d", i), 3000, 4)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		b := backendByName(t, f.Routers[1], "local-1")
+		if b.Status.MaxModelLen > 0 && b.Status.MaxModelLen <= 2000 && b.Status.LearnedLimit == 0 {
+			break // from the gateway's stats, not from a refusal of its own
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("router 1's view of local-1: max_model_len %d, learned %d; want the engine's 2000 from the gateway",
+				b.Status.MaxModelLen, b.Status.LearnedLimit)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -236,6 +236,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 	}
 	w.Header().Set(wire.HeaderBackend, s.cfg.ID)
 	w.WriteHeader(resp.StatusCode)
+	learn := resp.StatusCode == http.StatusBadRequest // a context-length refusal names the engine's real limit
 	flusher, _ := w.(http.Flusher)
 	bp := wire.GetCopyBuffer()
 	defer wire.PutCopyBuffer(bp)
@@ -244,6 +245,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 	for {
 		idle.Reset(s.cfg.UpstreamIdleTimeout)
 		n, rerr := resp.Body.Read(buf)
+		if learn && n > 0 {
+			learn = false
+			s.learnLimit(openai.ContextLimit(buf[:n]))
+		}
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
@@ -305,6 +310,23 @@ func (s *Server) finish(id uint64, worker, prompt int, o core.Outcome, reason st
 
 // engineURL is where worker's requests go: its own URL, or the one engine
 // URL of all workers (which then needs the worker named in a header).
+// learnLimit keeps a context limit an engine's refusal named, so that the
+// next stats tell every router (the simulator's gateway does the same).
+func (s *Server) learnLimit(limit int) {
+	if limit <= 0 {
+		return
+	}
+	s.mu.Lock()
+	changed := s.engine.learned == 0 || limit < s.engine.learned
+	if changed {
+		s.engine.learned = limit
+	}
+	s.mu.Unlock()
+	if changed {
+		s.cfg.Logger.Info("engine refused a prompt over its context limit; telling the routers", "gateway", s.cfg.ID, "limit", limit)
+	}
+}
+
 func (s *Server) engineURL(worker int) string {
 	if len(s.cfg.Engines) > 1 {
 		return s.cfg.Engines[worker]

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,4 +164,23 @@ func WriteStreamError(w http.ResponseWriter, msg string) {
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// ContextLimit reads the limit out of vLLM's context-length error message
+// ("This model's maximum context length is N tokens..."); -1 if the body is
+// not one.
+func ContextLimit(body []byte) int {
+	const lead = "maximum context length is "
+	i := bytes.Index(body, []byte(lead))
+	if i < 0 {
+		return -1
+	}
+	n := 0
+	for _, c := range body[i+len(lead):] {
+		if c < '0' || c > '9' || n > 1<<30 {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }

@@ -120,3 +120,17 @@ func FuzzPlainString(f *testing.F) {
 		}
 	})
 }
+
+func TestContextLimit(t *testing.T) {
+	for body, want := range map[string]int{
+		`{"error":{"message":"This model's maximum context length is 16384 tokens. However, you requested 20000 tokens."}}`: 16384,
+		`maximum context length is `:           0,
+		`{"error":{"message":"rate limited"}}`: -1,
+		``:                                     -1,
+		`maximum context length is 99999999999999999999`: 9999999999,
+	} {
+		if got := ContextLimit([]byte(body)); got != want {
+			t.Errorf("ContextLimit(%q) = %d, want %d", body, got, want)
+		}
+	}
+}

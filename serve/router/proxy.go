@@ -362,25 +362,6 @@ func (s *Server) report(b target, res *attemptResult, tokens int) {
 	}
 }
 
-// contextLimit reads the limit out of vLLM's context-length error message
-// ("This model's maximum context length is N tokens..."); -1 if the body is
-// not one.
-func contextLimit(body []byte) int {
-	i := bytes.Index(body, []byte("maximum context length is "))
-	if i < 0 {
-		return -1
-	}
-	rest := body[i+len("maximum context length is "):]
-	n := 0
-	for _, c := range rest {
-		if c < '0' || c > '9' || n > 1<<30 {
-			break
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n
-}
-
 func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Request, b target, body []byte, stream bool, tokens int) *attemptResult {
 	up, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+r.URL.Path, bytes.NewReader(body))
 	if err != nil {
@@ -414,7 +395,7 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 		// A context-length refusal teaches the router this backend's limit;
 		// another backend may still fit the request.
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 8192))
-		if limit := contextLimit(msg); limit >= 0 && s.anotherFits(b.index, tokens) {
+		if limit := openai.ContextLimit(msg); limit >= 0 && s.anotherFits(b.index, tokens) {
 			return &attemptResult{status: resp.StatusCode, limit: limit, msg: fmt.Sprintf("backend %s: %s", b.name, bytes.TrimSpace(msg))}
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(msg))
