@@ -35,17 +35,7 @@ func shortConfig(targets ...string) Config {
 
 // TestDriveFleet drives the small live fleet and checks the measured turns.
 func TestDriveFleet(t *testing.T) {
-	reg := policy.NewRegistry()
-	fl, _ := config.Preset("small")
-	scfg, err := fl.SimConfig(config.Run{Policy: "pulsar-waw", RPS: 1, Seed: 1, Warmup: time.Second, Measure: time.Second}, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := fleet.Start(context.Background(), scfg, reg, fleet.Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Stop()
+	f := smallFleet(t)
 	res, err := Run(context.Background(), shortConfig(f.RouterURLs...))
 	if err != nil {
 		t.Fatal(err)

@@ -60,22 +60,11 @@ func (s *Server) SetPath(name string, rtt, jitter time.Duration) error {
 	if rtt < 0 || jitter < 0 || rtt > maxPathDelay || jitter > maxPathDelay {
 		return fmt.Errorf("router: path rtt and jitter must be in [0, %v], got %v and %v", maxPathDelay, rtt, jitter)
 	}
-	s.mu.Lock()
-	u := ""
-	for _, b := range s.backends {
-		if b.name == name {
-			u = b.url
-		}
+	host, err := s.backendHost(name)
+	if err != nil {
+		return err
 	}
-	s.mu.Unlock()
-	if u == "" {
-		return fmt.Errorf("router: no backend %q", name)
-	}
-	pu, err := url.Parse(u)
-	if err != nil || pu.Host == "" {
-		return fmt.Errorf("router: backend %q has no usable URL %q", name, u)
-	}
-	s.paths.SetPath(pu.Host, netsim.Path{OneWay: rtt / 2, Jitter: jitter, Exponential: true})
+	s.paths.SetPath(host, netsim.Path{OneWay: rtt / 2, Jitter: jitter, Exponential: true})
 	s.log.Info("operator path fault", "backend", name, "rtt", rtt, "jitter", jitter)
 	return nil
 }
@@ -115,6 +104,15 @@ func (s *Server) adminPath(w http.ResponseWriter, r *http.Request) {
 // Path returns the extra delay this router adds on its path to backend
 // name (the zero Path if none, or if there is no such backend).
 func (s *Server) Path(name string) netsim.Path {
+	host, err := s.backendHost(name)
+	if err != nil {
+		return netsim.Path{}
+	}
+	return s.paths.Path(host)
+}
+
+// backendHost is the host of backend name's URL as it is now.
+func (s *Server) backendHost(name string) (string, error) {
 	s.mu.Lock()
 	u := ""
 	for _, b := range s.backends {
@@ -123,9 +121,12 @@ func (s *Server) Path(name string) netsim.Path {
 		}
 	}
 	s.mu.Unlock()
-	pu, err := url.Parse(u)
-	if err != nil {
-		return netsim.Path{}
+	if u == "" {
+		return "", fmt.Errorf("router: no backend %q", name)
 	}
-	return s.paths.Path(pu.Host)
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" {
+		return "", fmt.Errorf("router: backend %q has no usable URL %q", name, u)
+	}
+	return pu.Host, nil
 }
