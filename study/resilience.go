@@ -551,6 +551,8 @@ type Stat struct {
 	// Half is the half-width of the 95% interval (Student's t).
 	Half float64 `json:"ci95"`
 	N    int     `json:"n"`
+	// Max is the largest value.
+	Max float64 `json:"max"`
 }
 
 // Lo and Hi are the interval's ends.
@@ -574,9 +576,9 @@ func NewStat(vs []float64) Stat {
 	for _, v := range vs {
 		sum += v
 	}
-	mean := sum / float64(n)
+	mean, most := sum/float64(n), slices.Max(vs)
 	if n == 1 {
-		return Stat{Mean: mean, N: 1}
+		return Stat{Mean: mean, N: 1, Max: most}
 	}
 	var ss float64
 	for _, v := range vs {
@@ -586,5 +588,5 @@ func NewStat(vs []float64) Stat {
 	if n-1 <= len(tQuantile975) {
 		t = tQuantile975[n-2]
 	}
-	return Stat{Mean: mean, Half: t * math.Sqrt(ss/float64(n-1)/float64(n)), N: n}
+	return Stat{Mean: mean, Half: t * math.Sqrt(ss/float64(n-1)/float64(n)), N: n, Max: most}
 }
