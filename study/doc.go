@@ -49,9 +49,10 @@
 // overloaded step cannot hide its slowest requests by leaving them
 // unfinished. Each step's raw figures (StepFigures) are kept.
 //
-// A Runner measures steps: SimRunner in the simulator; a live runner drives
-// a real fleet with the same StepSpec and turns its turn records into the
-// same figures with Figures. The three tiers of one class, policy and
+// A Runner measures steps: SimRunner in the simulator (with telemetry on,
+// as a live fleet has it); LiveRunner starts the fleet in this process for
+// each step, drives it over HTTP with the same StepSpec and turns its turn
+// records into the same figures with Figures. The three tiers of one class, policy and
 // replicate share the steps they have in common; those groups run in
 // parallel. A cell is the median over replicates with a percentile-bootstrap
 // interval, and counts only when the steps that decided it measured at least
@@ -68,5 +69,6 @@
 // to admission), mean engine step time, mean batch, failed turns and
 // degraded completions (completed turns that missed the TTFT SLO or were
 // preempted and recomputed in the engine); Winners names the best setting
-// per figure and client count.
+// per figure and client count. LiveOverlap runs the same specs on live
+// fleets, each run beside its simulator twin.
 package study
