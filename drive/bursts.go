@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/stargate-llm/stargate/internal/wait"
 )
 
 // Bursts start Count new sessions at once at At and every Every after it
@@ -39,7 +41,7 @@ func (d *driver) startBursts(ctx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		id := uint64(burstIDs)
 		for at := b.At; ; at += b.Every {
-			if !sleepCtx(ctx, at-d.now()) {
+			if !wait.For(ctx, at-d.now()) {
 				return
 			}
 			for range b.Count {

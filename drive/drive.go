@@ -47,6 +47,7 @@ import (
 
 	"github.com/stargate-llm/stargate/client"
 	"github.com/stargate-llm/stargate/internal/mix"
+	"github.com/stargate-llm/stargate/internal/wait"
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/serve/wire"
 	"github.com/stargate-llm/stargate/workload"
@@ -238,7 +239,7 @@ func (d *driver) closedLoop(ctx context.Context) {
 		startAt := time.Duration(rng.Int64N(int64(time.Second)))
 		target := c % len(d.cfg.Targets)
 		d.wg.Go(func() {
-			if !sleepCtx(ctx, startAt-d.now()) {
+			if !wait.For(ctx, startAt-d.now()) {
 				return
 			}
 			for {
@@ -247,7 +248,7 @@ func (d *driver) closedLoop(ctx context.Context) {
 				id := nextID
 				mu.Unlock()
 				ws := d.cfg.Workload.NewSession(d.cfg.Seed, id)
-				if !d.session(ctx, ws, target) || !sleepCtx(ctx, ws.ThinkTime()) {
+				if !d.session(ctx, ws, target) || !wait.For(ctx, ws.ThinkTime()) {
 					return
 				}
 			}
@@ -356,7 +357,7 @@ func (d *driver) session(ctx context.Context, ws *workload.Session, target int) 
 		if !rec.Completed {
 			return true // a turn that failed after its attempts ends its session
 		}
-		if !sleepCtx(ctx, ws.ThinkTime()) {
+		if !wait.For(ctx, ws.ThinkTime()) {
 			return false
 		}
 	}
@@ -387,7 +388,7 @@ func (d *driver) turn(ctx context.Context, session uint64, t workload.Turn, targ
 			break
 		}
 		retryAt, retry := turn.Fail(d.now(), res.failure, res.backend)
-		if retry && !sleepCtx(ctx, retryAt-d.now()) {
+		if retry && !wait.For(ctx, retryAt-d.now()) {
 			return d.unfinished(turn.Record), false
 		}
 	}
@@ -404,20 +405,6 @@ func (d *driver) unfinished(rec metrics.TurnRecord) metrics.TurnRecord {
 	d.coll.Unfinished(rec)
 	d.mu.Unlock()
 	return rec
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // requestBody is a turn's chat request: one user message of exactly the

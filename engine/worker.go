@@ -98,6 +98,15 @@ type Totals struct {
 	Cancelled      int64
 }
 
+// Plus is the counters of two workers (or spans) together.
+func (t Totals) Plus(o Totals) Totals {
+	return Totals{Steps: t.Steps + o.Steps, BusyTime: t.BusyTime + o.BusyTime,
+		BatchSeconds: t.BatchSeconds + o.BatchSeconds, KVTokenSeconds: t.KVTokenSeconds + o.KVTokenSeconds,
+		PrefillTokens: t.PrefillTokens + o.PrefillTokens, DecodeTokens: t.DecodeTokens + o.DecodeTokens,
+		Preemptions: t.Preemptions + o.Preemptions, CacheHits: t.CacheHits + o.CacheHits,
+		CachedTokens: t.CachedTokens + o.CachedTokens, Finished: t.Finished + o.Finished, Cancelled: t.Cancelled + o.Cancelled}
+}
+
 // Minus is what the counters gained since t0, an earlier reading.
 func (t Totals) Minus(t0 Totals) Totals {
 	return Totals{Steps: t.Steps - t0.Steps, BusyTime: t.BusyTime - t0.BusyTime,

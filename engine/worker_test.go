@@ -375,3 +375,18 @@ func TestSlowdownStretchesSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestTotalsPlusMinus: adding a worker's counters and taking them away
+// again gives the counters back, field by field.
+func TestTotalsPlusMinus(t *testing.T) {
+	a := Totals{Steps: 3, BusyTime: 5, BatchSeconds: 1.5, KVTokenSeconds: 7, PrefillTokens: 11, DecodeTokens: 13,
+		Preemptions: 1, CacheHits: 2, CachedTokens: 17, Finished: 19, Cancelled: 23}
+	b := Totals{Steps: 29, BusyTime: 31, BatchSeconds: 0.25, KVTokenSeconds: 37, PrefillTokens: 41, DecodeTokens: 43,
+		Preemptions: 47, CacheHits: 53, CachedTokens: 59, Finished: 61, Cancelled: 67}
+	if got := a.Plus(b).Minus(b); got != a {
+		t.Fatalf("(a+b)-b = %+v, want %+v", got, a)
+	}
+	if got := a.Plus(b); got.Steps != 32 || got.Cancelled != 90 || got.BatchSeconds != 1.75 {
+		t.Fatalf("a+b = %+v", got)
+	}
+}

@@ -145,6 +145,17 @@ type BackendResult struct {
 	GatewayWaiting   int    `json:"gateway_waiting"`
 }
 
+// SetEngine fills the engine figures from the backend's workers' counters
+// summed over span seconds, for KV budgets of kvTokens per worker.
+func (r *BackendResult) SetEngine(t engine.Totals, span float64, kvTokens int) {
+	r.BusyPct = pct(t.BusyTime.Seconds(), span*float64(r.Workers))
+	r.Preemptions = t.Preemptions
+	if busy := t.BusyTime.Seconds(); busy > 0 {
+		r.MeanBatch = t.BatchSeconds / busy
+		r.MeanKVFillPct = 100 * t.KVTokenSeconds / busy / float64(kvTokens)
+	}
+}
+
 // where an attempt is.
 type place uint8
 
@@ -1191,42 +1202,30 @@ func (s *simulation) result() *Result {
 	var steps int64
 	var allBusy time.Duration
 	for b, bs := range s.backends {
-		var busy time.Duration
-		var preempt int64
-		var batchS, kvS float64
+		var sum engine.Totals
 		for w := range bs.cl.Len() {
 			bs.cl.Worker(w).Sync(to) // count the finished steps of runs still going
 			t := bs.cl.Worker(w).Totals()
 			if s.warm != nil {
 				t = t.Minus(s.warm[b][w])
 			}
-			busy += t.BusyTime
-			steps += t.Steps
-			preempt += t.Preemptions
-			batchS += t.BatchSeconds
-			kvS += t.KVTokenSeconds
+			sum = sum.Plus(t)
 		}
-		allBusy += busy
-		var meanBatch, meanKV float64
-		if busy > 0 {
-			meanBatch = batchS / busy.Seconds()
-			meanKV = 100 * kvS / busy.Seconds() / float64(bs.spec.Profile.KVTokens)
-		}
+		steps += sum.Steps
+		allBusy += sum.BusyTime
 		st := bs.gw.TakeStats(s.end)
 		var received uint64
 		for _, n := range st.Received {
 			received += n
 		}
-		res.Backends = append(res.Backends, BackendResult{
+		br := BackendResult{
 			Name: bs.spec.Name, Region: s.cfg.Regions[bs.spec.Region].Name, Workers: bs.spec.Workers,
 			BackendSummary:  per[b],
-			BusyPct:         pct(busy.Seconds(), span*float64(bs.spec.Workers)),
-			MeanBatch:       meanBatch,
-			MeanKVFillPct:   meanKV,
-			Preemptions:     preempt,
 			GatewayReceived: received, GatewayCompleted: st.Completed, GatewayCancelled: st.Cancelled,
 			GatewayRejected: st.Rejected, GatewayActive: st.Active, GatewayWaiting: st.Waiting,
-		})
+		}
+		br.SetEngine(sum, span, bs.spec.Profile.KVTokens)
+		res.Backends = append(res.Backends, br)
 	}
 	if s.cfg.KeepRecords {
 		res.Records = s.coll.Records()

@@ -12,6 +12,7 @@ import (
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/report"
+	"github.com/stargate-llm/stargate/serve/engine"
 	"github.com/stargate-llm/stargate/serve/fleet"
 	"github.com/stargate-llm/stargate/sim"
 )
@@ -133,14 +134,22 @@ func livePair(ctx context.Context, reg *policy.Registry, name string, cfg sim.Co
 		return p, fmt.Errorf("study: live fleet %s %s: %w", name, cfg.Policy, err)
 	}
 	defer f.Stop()
-	res, err := drive.Run(ctx, drive.Config{Targets: f.RouterURLs, TargetRegion: f.RouterRegion, RPS: cfg.RPS,
-		Warmup: cfg.Warmup, Measure: cfg.Measure, Seed: cfg.Seed, Workload: cfg.Workload, Client: cfg.Client, Model: "stargate-mock"})
+	res, err := drive.Run(ctx, driveConfig(f, &cfg))
 	if err != nil {
 		return p, fmt.Errorf("study: driving %s %s: %w", name, cfg.Policy, err)
 	}
 	p.Live = res.Summary
 	logf("%s %s: live goodput %.2f, sim %.2f", name, cfg.Policy, p.Live.GoodputRPS, p.Sim.GoodputRPS)
 	return p, nil
+}
+
+// driveConfig drives fleet f with the traffic of cfg, the configuration it
+// was started from: the same arrivals (sessions at RPS, a class's open
+// loop, or a closed loop of clients), windows, seed, workload and client.
+func driveConfig(f *fleet.Fleet, cfg *sim.Config) drive.Config {
+	return drive.Config{Targets: f.RouterURLs, TargetRegion: f.RouterRegion, RPS: cfg.RPS, Class: cfg.Class, Clients: cfg.Clients,
+		Warmup: cfg.Warmup, Measure: cfg.Measure, Cooldown: cfg.Cooldown, Seed: cfg.Seed,
+		Workload: cfg.Workload, Client: cfg.Client, Model: engine.DefaultModel}
 }
 
 // LiveTable shows live and sim side by side.

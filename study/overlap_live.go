@@ -105,8 +105,7 @@ func liveOverlapRun(ctx context.Context, reg *policy.Registry, s RunSpec) (RunRe
 		mu.Unlock()
 	})
 	defer timer.Stop()
-	dres, err := drive.Run(ctx, drive.Config{Targets: f.RouterURLs, TargetRegion: f.RouterRegion, Clients: s.Clients,
-		Warmup: s.Warmup, Measure: s.Measure, Seed: s.Seed, Workload: cfg.Workload, Client: cfg.Client, Model: "stargate-mock"})
+	dres, err := drive.Run(ctx, driveConfig(f, &cfg))
 	if err != nil {
 		return RunResult{}, err
 	}
@@ -124,19 +123,10 @@ func liveOverlapRun(ctx context.Context, reg *policy.Registry, s RunSpec) (RunRe
 	for b, spec := range cfg.Backends {
 		var sum engine.Totals
 		for w := range end[b] {
-			d := end[b][w].Minus(warm[b][w])
-			sum.Steps += d.Steps
-			sum.BusyTime += d.BusyTime
-			sum.BatchSeconds += d.BatchSeconds
-			sum.KVTokenSeconds += d.KVTokenSeconds
-			sum.Preemptions += d.Preemptions
+			sum = sum.Plus(end[b][w].Minus(warm[b][w]))
 		}
-		br := sim.BackendResult{Name: spec.Name, Region: cfg.Regions[spec.Region].Name, Workers: spec.Workers, Preemptions: sum.Preemptions}
-		if busy := sum.BusyTime.Seconds(); busy > 0 {
-			br.BusyPct = 100 * busy / (span * float64(spec.Workers))
-			br.MeanBatch = sum.BatchSeconds / busy
-			br.MeanKVFillPct = 100 * sum.KVTokenSeconds / busy / float64(spec.Profile.KVTokens)
-		}
+		br := sim.BackendResult{Name: spec.Name, Region: cfg.Regions[spec.Region].Name, Workers: spec.Workers}
+		br.SetEngine(sum, span, spec.Profile.KVTokens)
 		c := f.Gateways[b].Counts()
 		br.GatewayReceived, br.GatewayCompleted = c.Accepted, c.Completed
 		for _, n := range c.Failed {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/drive"
+	"github.com/stargate-llm/stargate/internal/wait"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/engine"
 	"github.com/stargate-llm/stargate/serve/fleet"
@@ -179,8 +180,7 @@ func runLivePhase(ctx context.Context, reg *policy.Registry, sp PhaseSpec) (Phas
 	}
 	defer f.Stop()
 
-	dc := drive.Config{Targets: f.RouterURLs, TargetRegion: f.RouterRegion, RPS: cfg.RPS, Warmup: cfg.Warmup, Measure: cfg.Measure,
-		Seed: cfg.Seed, Workload: cfg.Workload, Client: cfg.Client, Model: "stargate-mock"}
+	dc := driveConfig(f, &cfg)
 	for _, ft := range cfg.Faults {
 		if ft.Kind == sim.FaultBurst {
 			dc.Bursts = drive.Bursts{At: ft.At, Every: ft.Every, Count: ft.Count}
@@ -250,7 +250,7 @@ func (lr *liveRecorder) inject(ctx context.Context, f *fleet.Fleet, faults []sim
 	t0 := lr.t0
 	lr.mu.Unlock()
 	onset := faults[0].At
-	if !sleepUntil(ctx, t0.Add(onset)) {
+	if !wait.Until(ctx, t0.Add(onset)) {
 		return nil
 	}
 	at := time.Since(t0)
@@ -345,16 +345,5 @@ func (lr *liveRecorder) watchRouters(ctx context.Context, f *fleet.Fleet, failed
 			return
 		case <-tick.C:
 		}
-	}
-}
-
-func sleepUntil(ctx context.Context, at time.Time) bool {
-	t := time.NewTimer(time.Until(at))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

@@ -43,9 +43,7 @@ func (r *LiveRunner) Step(ctx context.Context, spec StepSpec) (StepFigures, erro
 		return StepFigures{}, fmt.Errorf("study: live fleet %s: %w", r.Fleet.Name, err)
 	}
 	defer f.Stop()
-	res, err := drive.Run(ctx, drive.Config{Targets: f.RouterURLs, TargetRegion: f.RouterRegion, RPS: spec.Rate, Class: spec.Class,
-		Warmup: spec.Warmup, Measure: spec.Measure, Cooldown: spec.Cooldown, Seed: spec.Seed,
-		Workload: cfg.Workload, Client: cfg.Client, Model: "stargate-mock"})
+	res, err := drive.Run(ctx, driveConfig(f, &cfg))
 	if err != nil {
 		return StepFigures{}, fmt.Errorf("study: driving %s at %.2f req/s: %w", spec.Class.Name, spec.Rate, err)
 	}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stargate-llm/stargate/internal/wait"
 )
 
 func main() {
@@ -167,7 +169,7 @@ func Load(ctx context.Context, cfg Config) (*Result, error) {
 			rng := rand.New(rand.NewPCG(uint64(i), 0x70726f78))
 			var mine []time.Duration
 			for runCtx.Err() == nil {
-				if cfg.Think > 0 && !pause(runCtx, time.Duration(rng.ExpFloat64()*float64(cfg.Think))) {
+				if cfg.Think > 0 && !wait.For(runCtx, time.Duration(rng.ExpFloat64()*float64(cfg.Think))) {
 					break
 				}
 				t0 := time.Now()
@@ -218,18 +220,6 @@ func Load(ctx context.Context, cfg Config) (*Result, error) {
 		res.EngineCPU = 1e6 * (eng1 - eng0) / float64(n)
 	}
 	return res, nil
-}
-
-// pause waits d; false if ctx ended first.
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func nonZero(pid int) []int {

@@ -24,6 +24,7 @@ import (
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/auth"
+	"github.com/stargate-llm/stargate/serve/engine"
 	"github.com/stargate-llm/stargate/serve/fleet"
 	"github.com/stargate-llm/stargate/serve/gateway"
 	"github.com/stargate-llm/stargate/serve/router"
@@ -404,7 +405,7 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 
 func newDriveCmd() *cobra.Command {
 	var targets, fleetName, out, className string
-	cfg := drive.Config{Model: "stargate-mock"}
+	cfg := drive.Config{Model: engine.DefaultModel}
 	cmd := &cobra.Command{
 		Use:   "drive",
 		Short: "Drive routers with growing multi-turn sessions over HTTP and measure them",

@@ -37,9 +37,12 @@ type Config struct {
 	Faults Faults
 }
 
-// DefaultConfig is one half-scale GPU serving "stargate-mock".
+// DefaultModel is the model name a mock engine serves unless told otherwise.
+const DefaultModel = "stargate-mock"
+
+// DefaultConfig is one half-scale GPU serving DefaultModel.
 func DefaultConfig() Config {
-	return Config{GPUs: 1, Profile: core.HalfProfile(), Model: "stargate-mock", MaxModelLen: 32768, Seed: 1,
+	return Config{GPUs: 1, Profile: core.HalfProfile(), Model: DefaultModel, MaxModelLen: 32768, Seed: 1,
 		MaxBodyBytes: 8 << 20, DefaultMaxTokens: 128}
 }
 

@@ -10,11 +10,14 @@
 package netsim
 
 import (
-	"context"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/stargate-llm/stargate/internal/wait"
 )
 
 // Transport wraps Base with per-destination latency. It is safe for
@@ -22,8 +25,10 @@ import (
 type Transport struct {
 	Base http.RoundTripper
 
-	mu      sync.RWMutex
-	paths   map[string]Path // by host:port
+	// paths by host:port, an immutable map replaced whole by SetPath (rare)
+	// and read without a lock on every request.
+	paths   atomic.Pointer[map[string]Path]
+	writeMu sync.Mutex // serialises SetPath
 	rng     *rand.Rand
 	rngLock sync.Mutex
 }
@@ -34,7 +39,9 @@ func New(base http.RoundTripper, seed uint64) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &Transport{Base: base, paths: make(map[string]Path), rng: rand.New(rand.NewPCG(seed, 0x6e657473696d))}
+	t := &Transport{Base: base, rng: rand.New(rand.NewPCG(seed, 0x6e657473696d))}
+	t.paths.Store(&map[string]Path{})
+	return t
 }
 
 // Path is the delay added on the way to one destination, on each leg.
@@ -53,22 +60,18 @@ func (t *Transport) Set(host string, oneWay, jitter time.Duration) {
 
 // SetPath replaces host's (host:port) path.
 func (t *Transport) SetPath(host string, p Path) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.paths[host] = p
+	t.writeMu.Lock()
+	defer t.writeMu.Unlock()
+	next := maps.Clone(*t.paths.Load())
+	next[host] = p
+	t.paths.Store(&next)
 }
 
 // Path returns host's path (the zero Path if it has none).
-func (t *Transport) Path(host string) Path {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.paths[host]
-}
+func (t *Transport) Path(host string) Path { return (*t.paths.Load())[host] }
 
 func (t *Transport) delay(host string) time.Duration {
-	t.mu.RLock()
-	p := t.paths[host]
-	t.mu.RUnlock()
+	p := t.Path(host)
 	d := p.OneWay
 	if p.Jitter > 0 {
 		t.rngLock.Lock()
@@ -84,30 +87,16 @@ func (t *Transport) delay(host string) time.Duration {
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := sleep(req.Context(), t.delay(req.URL.Host)); err != nil {
-		return nil, err
+	if !wait.For(req.Context(), t.delay(req.URL.Host)) {
+		return nil, req.Context().Err()
 	}
 	resp, err := t.Base.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
-	if err := sleep(req.Context(), t.delay(req.URL.Host)); err != nil {
+	if !wait.For(req.Context(), t.delay(req.URL.Host)) {
 		resp.Body.Close()
-		return nil, err
+		return nil, req.Context().Err()
 	}
 	return resp, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

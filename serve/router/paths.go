@@ -72,13 +72,8 @@ func (s *Server) SetPath(name string, rtt, jitter time.Duration) error {
 // adminPath serves POST /admin/backends/{name}/path, signed like the drain
 // endpoints.
 func (s *Server) adminPath(w http.ResponseWriter, r *http.Request) {
-	if s.verify == nil {
-		http.Error(w, "this router has no HMAC key; start it with --hmac-key-file to use the admin API", http.StatusNotFound)
-		return
-	}
-	body, _, err := s.verify.Verify(r, 1<<10)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusUnauthorized)
+	body, ok := s.verifyAdmin(w, r)
+	if !ok {
 		return
 	}
 	var p PathRequest

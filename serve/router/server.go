@@ -450,13 +450,23 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 
 // drain stops (or resumes) new requests to a backend on an operator's
 // signed request; a draining backend finishes what it holds.
-func (s *Server) drain(w http.ResponseWriter, r *http.Request, on bool) {
+// verifyAdmin checks an operator's signed admin call and returns its body;
+// false once it has answered the call with the reason it was refused.
+func (s *Server) verifyAdmin(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if s.verify == nil {
 		http.Error(w, "this router has no HMAC key; start it with --hmac-key-file to use the admin API", http.StatusNotFound)
-		return
+		return nil, false
 	}
-	if _, _, err := s.verify.Verify(r, 1<<10); err != nil {
+	body, _, err := s.verify.Verify(r, 1<<10)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return nil, false
+	}
+	return body, true
+}
+
+func (s *Server) drain(w http.ResponseWriter, r *http.Request, on bool) {
+	if _, ok := s.verifyAdmin(w, r); !ok {
 		return
 	}
 	name := r.PathValue("name")

@@ -1,0 +1,25 @@
+package wait
+
+import (
+	"context"
+	"time"
+)
+
+// For waits d and reports whether ctx is still live: false as soon as ctx
+// ends. A d of zero or less does not wait.
+func For(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Until waits until at (see For).
+func Until(ctx context.Context, at time.Time) bool { return For(ctx, time.Until(at)) }
