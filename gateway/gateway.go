@@ -144,6 +144,9 @@ type Gateway struct {
 	peakAt  time.Duration
 
 	signals *telemetry.Signals
+	// learned is the smallest context limit an engine's refusal named (0:
+	// none); every report carries it.
+	learned int
 
 	seq        uint64
 	dirty      bool
@@ -303,8 +306,40 @@ func (g *Gateway) decayedPeak(now time.Duration) float64 {
 // and sends it with the next one (it counts as a change). The report must
 // not be modified afterwards.
 func (g *Gateway) SetSignals(now time.Duration, sig *telemetry.Signals) {
-	g.signals = sig
+	g.signals = g.withLearned(sig)
 	g.changed(now)
+}
+
+// LearnLimit records a context limit that the engine's refusal of a prompt
+// named, when it is below what the gateway knew. Every report from now on
+// carries it as the backend's MaxModelLen, and the current one goes out with
+// the next stats message, soon after (a change), rather than at the next
+// telemetry report: each router that still thinks the backend takes longer
+// prompts sends it one more refusal until it hears. It reports whether the
+// limit was news.
+func (g *Gateway) LearnLimit(now time.Duration, limit int) bool {
+	if limit <= 0 || (g.learned > 0 && limit >= g.learned) {
+		return false
+	}
+	g.learned = limit
+	if g.signals != nil {
+		g.signals = g.withLearned(g.signals)
+		g.changed(now)
+	}
+	return true
+}
+
+// Learned is the context limit the engine's refusals named (0: none).
+func (g *Gateway) Learned() int { return g.learned }
+
+// withLearned is sig with the learned limit applied (a copy if it changes).
+func (g *Gateway) withLearned(sig *telemetry.Signals) *telemetry.Signals {
+	if sig == nil || g.learned == 0 || (sig.MaxModelLen > 0 && sig.MaxModelLen <= g.learned) {
+		return sig
+	}
+	c := *sig
+	c.MaxModelLen = g.learned
+	return &c
 }
 
 // NextStatsAt is when the next stats message is due: soon after a change

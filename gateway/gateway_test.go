@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/stargate-llm/stargate/telemetry"
 )
 
 func newGW(t *testing.T, workers int, mutate func(*Config)) *Gateway {
@@ -195,5 +197,37 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := New(0, 0, DefaultConfig()); err == nil {
 		t.Error("zero workers accepted")
+	}
+}
+
+// TestLearnLimit: a limit the engine's refusal named lowers the reports'
+// MaxModelLen at once and makes the next stats message due soon, not at the
+// heartbeat; a higher or repeated limit is no news.
+func TestLearnLimit(t *testing.T) {
+	g := newGW(t, 1, nil)
+	g.SetSignals(0, &telemetry.Signals{MaxModelLen: 131072})
+	g.TakeStats(0)
+	if !g.LearnLimit(100*time.Millisecond, 16384) {
+		t.Fatal("a first limit is news")
+	}
+	if at := g.NextStatsAt(); at != 100*time.Millisecond {
+		t.Errorf("next stats at %v, want 100 ms (the change), not the heartbeat", at)
+	}
+	if st := g.TakeStats(100 * time.Millisecond); st.Signals == nil || st.Signals.MaxModelLen != 16384 {
+		t.Fatalf("stats carry %+v, want max_model_len 16384", st.Signals)
+	}
+	for _, l := range []int{16384, 20000, 0, -1} {
+		if g.LearnLimit(200*time.Millisecond, l) {
+			t.Errorf("limit %d after 16384 was news", l)
+		}
+	}
+	// Later reports keep the learned limit; a lower advertised one wins.
+	g.SetSignals(300*time.Millisecond, &telemetry.Signals{MaxModelLen: 131072})
+	if st := g.TakeStats(300 * time.Millisecond); st.Signals.MaxModelLen != 16384 || g.Learned() != 16384 {
+		t.Errorf("next report: max_model_len %d, learned %d; want 16384", st.Signals.MaxModelLen, g.Learned())
+	}
+	g.SetSignals(400*time.Millisecond, &telemetry.Signals{MaxModelLen: 8192})
+	if st := g.TakeStats(400 * time.Millisecond); st.Signals.MaxModelLen != 8192 {
+		t.Errorf("advertised 8192 below the learned 16384: reported %d", st.Signals.MaxModelLen)
 	}
 }

@@ -9,6 +9,12 @@ import (
 	"github.com/stargate-llm/stargate/telemetry"
 )
 
+// DefaultMaxAttempts is how many backends a router tries for one request
+// before its first byte (a refused connection, an overload answer or a
+// context-length refusal moves it to a backend not yet tried); the live
+// router and the simulator's routers both default to it.
+const DefaultMaxAttempts = 3
+
 // Backend is what a router knows about a backend before any stats.
 type Backend struct {
 	Name     string

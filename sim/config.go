@@ -113,6 +113,13 @@ type Config struct {
 
 	// Router configures every router's liveness and capability tracking.
 	Router router.Config
+	// RouterAttempts is how many backends a router tries for one request
+	// before its first byte, as the live router does: a refused connection
+	// (killed backend), a gateway's overload answer or a context-length
+	// refusal (while another backend fits) goes back to the router, which
+	// places it again, excluding the backends tried. 0 means
+	// router.DefaultMaxAttempts; 1 leaves every retry to the client.
+	RouterAttempts int
 	// Telemetry turns on heartbeats with signals and router probes.
 	Telemetry Telemetry
 	// Faults are injected at their times (see Fault).
@@ -171,6 +178,9 @@ func (c *Config) Validate(reg *policy.Registry) error {
 				errs = append(errs, fmt.Errorf("latency[%d][%d] = %v is negative", i, j, d))
 			}
 		}
+	}
+	if c.RouterAttempts < 0 {
+		errs = append(errs, fmt.Errorf("router_attempts must be >= 0 (0: %d), got %d", router.DefaultMaxAttempts, c.RouterAttempts))
 	}
 	if c.ClientLatency < 0 {
 		errs = append(errs, fmt.Errorf("client latency %v is negative", c.ClientLatency))

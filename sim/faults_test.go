@@ -150,3 +150,58 @@ func TestBadFaultsRejected(t *testing.T) {
 		}
 	}
 }
+
+// TestRouterRetriesRefusals: as the live router does, a router places again,
+// on a backend not yet tried, a request refused before its first byte (a
+// killed backend's refused connection, a context-length refusal), so the
+// client never sees it; with RouterAttempts 1 the client has to retry.
+func TestRouterRetriesRefusals(t *testing.T) {
+	// The smallest backend, whose load the others can take.
+	kill := Fault{Kind: FaultKill, Backends: []int{1}, At: 30 * time.Second}
+	limit := Fault{Kind: FaultLimit, Backends: []int{1}, At: 20 * time.Second, Limit: 8000}
+	for _, tc := range []struct {
+		name  string
+		fault Fault
+	}{{"kill", kill}, {"limit", limit}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// refused counts the turns one of whose attempts the faulty backend
+			// refused, by how many client attempts they took; invalid the turns
+			// that failed as too long.
+			count := func(attempts int) (oneAttempt, more, invalid int) {
+				cfg := withTelemetry("round-robin", tc.fault)
+				// A load the fleet carries without the faulty backend, so that
+				// no other backend refuses the retry as overloaded.
+				cfg.RPS, cfg.KeepRecords, cfg.RouterAttempts = 12, true, attempts
+				res := run(t, cfg)
+				for _, r := range res.Records {
+					if r.Reason == "invalid" {
+						invalid++
+					}
+					for _, d := range res.Dispatches {
+						if d.Session == r.Session && d.Misroute && d.At >= r.Start && d.At <= r.End {
+							if r.Attempts == 1 && r.Completed {
+								oneAttempt++
+							} else {
+								more++
+							}
+							break
+						}
+					}
+				}
+				return oneAttempt, more, invalid
+			}
+			one, more, invalid := count(0)
+			if one == 0 || invalid != 0 {
+				t.Errorf("router retries: %d refused turns completed at the client's first attempt, %d failed as too long; want some and none", one, invalid)
+			}
+			oneB, moreB, invalidB := count(1)
+			if oneB != 0 || moreB == 0 {
+				t.Errorf("no router retries: %d refused turns completed at the client's first attempt (want 0), %d did not", oneB, moreB)
+			}
+			if tc.name == "limit" && invalidB == 0 {
+				t.Error("no router retries: no long turn failed as too long")
+			}
+			t.Logf("router retries: %d refused turns served at once, %d not; without: %d, %d (%d too long)", one, more, oneB, moreB, invalidB)
+		})
+	}
+}

@@ -27,6 +27,8 @@ const (
 	evTelemetry
 	evProbe
 	evBurst
+	// A refusal before the first byte on its way back to the router.
+	evRouterRefused
 )
 
 // event holds no pointer, so moving events in the heap needs no GC write

@@ -86,10 +86,13 @@ type ClosedResult struct {
 
 // Dispatch is one attempt a router sent to a backend.
 type Dispatch struct {
-	At      time.Duration `json:"at"`
-	Router  int           `json:"router"`
-	Backend int           `json:"backend"`
-	Tokens  int           `json:"tokens"`
+	At time.Duration `json:"at"`
+	// Session is the session of the turn it belongs to, as its record
+	// names it (metrics.TurnRecord.Session).
+	Session uint64 `json:"session"`
+	Router  int    `json:"router"`
+	Backend int    `json:"backend"`
+	Tokens  int    `json:"tokens"`
 	// Misroute: the backend could not serve it when it was sent (killed,
 	// hung, or the request exceeded its context limit).
 	Misroute bool `json:"misroute"`
@@ -181,6 +184,13 @@ type attempt struct {
 	gwAt    time.Duration // arrival at the gateway
 	preempt int           // times the engine preempted it
 	limit   int           // the context limit a refusal named
+	// tried lists the backends that refused it before its first byte; told
+	// is set once its router has heard how the last of them ended.
+	tried []int
+	told  bool
+	// streaming: its engine has sent the first token, so a failure now
+	// reaches the client (an SSE error), not the router.
+	streaming bool
 }
 
 // session is a conversation of the session model, or one request of a
@@ -218,7 +228,6 @@ type backendState struct {
 	fault    faultState
 	ttft     telemetry.Window
 	errs     telemetry.ErrorRate
-	learned  int // context limit shown by the engine's refusals
 	lastBusy []time.Duration
 	fellBack bool
 	gpus     []telemetry.GPUValues // scratch
@@ -243,6 +252,9 @@ type routerState struct {
 	r      *router.Router
 	region int
 	timer  int
+	// refused[b]: a connection to backend b was refused; it takes nothing
+	// from this router until its next stats arrive (nil until one is).
+	refused []bool
 }
 
 func (rs *routerState) waiting() int {
@@ -383,6 +395,9 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
 		s.arrivals = arr
+	}
+	if cfg.RouterAttempts == 0 {
+		cfg.RouterAttempts = router.DefaultMaxAttempts
 	}
 	pools := max(len(cfg.Pools), 1)
 	s.members = make([][]int, pools)
@@ -589,12 +604,19 @@ func (s *simulation) handle(e *event) error {
 			s.endAttempt(a)
 			s.endTurn(a.sess)
 		}
+	case evRouterRefused:
+		if a := s.attempts.get(e.id); a != nil && a.done {
+			s.attempts.del(a.id) // timed out on the way
+		} else if a != nil {
+			s.routerRefused(a, client.Failure(e.b), e.a == 1)
+		}
 	case evClientError:
 		if a := s.attempts.get(e.id); a != nil && !a.done {
-			switch client.Failure(e.b) {
-			case client.Errored:
+			switch f := client.Failure(e.b); {
+			case a.told: // a refusal its router already heard of
+			case f == client.Errored:
 				s.tellRouter(a, router.Result{Kind: router.Errored})
-			case client.Invalid:
+			case f == client.Invalid:
 				s.tellRouter(a, router.Result{Kind: router.TooLong, Tokens: a.tokens(), Limit: a.limit})
 			}
 			s.failAttempt(a, client.Failure(e.b))
@@ -797,7 +819,7 @@ func (s *simulation) apply(a *attempt, d policy.Decision) {
 		s.q.push(event{at: s.now + lat, kind: evGatewayArrive, id: a.id})
 		if s.cfg.RecordDispatches {
 			f := &s.backends[d.Backend].fault
-			s.dispatches = append(s.dispatches, Dispatch{At: s.now, Router: a.router, Backend: d.Backend, Tokens: a.tokens(),
+			s.dispatches = append(s.dispatches, Dispatch{At: s.now, Session: a.sess.turn.Record.Session, Router: a.router, Backend: d.Backend, Tokens: a.tokens(),
 				Misroute: f.dead || f.hung || (f.limit > 0 && a.tokens() > f.limit)})
 		}
 	case policy.Wait:
@@ -851,9 +873,81 @@ func (s *simulation) gatewayArrive(id uint64) {
 	case gateway.Queue:
 		a.place = atGateway
 	default:
-		a.place = responding
-		s.q.push(event{at: s.now + s.back(a, a.backend), kind: evClientError, id: id, b: int32(client.Rejected)})
+		s.refuse(a, client.Rejected, false)
 	}
+}
+
+// refuse sends an attempt that backend a.backend refused or dropped before
+// its first byte back to its router, which may place it again
+// (routerRefused); neverSent marks a refused connection.
+func (s *simulation) refuse(a *attempt, f client.Failure, neverSent bool) {
+	b := a.backend
+	a.place = toRouter
+	e := event{at: s.now + s.cfg.Latency[s.backends[b].spec.Region][s.routers[a.router].region] + s.pathDelay(b),
+		kind: evRouterRefused, id: a.id, b: int32(f)}
+	if neverSent {
+		e.a = 1
+	}
+	s.q.push(e)
+}
+
+// routerRefused is a refusal reaching the router, which does what the live
+// router does: it hears how the attempt ended, and places it on a backend not
+// yet tried while it has attempts left (for a context-length refusal, only if
+// another backend fits it); otherwise the client gets the refusal.
+func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool) {
+	rs := s.routers[a.router]
+	s.syncRegion(rs.region)
+	sub, b := rs.subs[a.pool], a.backend
+	switch {
+	case f == client.Errored && !neverSent: // the connection broke before the first byte
+		s.tellRouter(a, router.Result{Kind: router.Errored})
+	case f == client.Errored: // a refused connection: the request never arrived
+		s.tellRouter(a, router.Result{Kind: router.Errored})
+		sub.Undispatch(s.local[b])
+		if rs.refused == nil {
+			rs.refused = make([]bool, len(s.backends))
+		}
+		if !rs.refused[b] {
+			rs.refused[b] = true
+			sub.SetEligible(s.local[b], false)
+		}
+	case f == client.Rejected:
+		s.tellRouter(a, router.Result{Kind: router.Overloaded})
+	case f == client.Invalid:
+		s.tellRouter(a, router.Result{Kind: router.TooLong, Tokens: a.tokens(), Limit: a.limit})
+	}
+	a.told = true
+	a.tried = append(a.tried, b)
+	if len(a.tried) < s.cfg.RouterAttempts && (f != client.Invalid || s.anotherFits(sub, s.local[b], a.tokens())) {
+		exclude := make([]int, len(a.tried))
+		for i, t := range a.tried {
+			exclude[i] = s.local[t]
+		}
+		d := sub.RouteWith(s.now, a.id, a.sess.key, a.tokens(), exclude)
+		switch {
+		case d.Kind == policy.Dispatch && slices.Contains(exclude, d.Backend):
+			sub.Undispatch(d.Backend) // every backend has refused it: never one already tried
+		case d.Kind != policy.Reject:
+			a.told = false
+			s.apply(a, s.global(a.pool, d))
+			s.scheduleRouterTimer(a.router)
+			return
+		}
+	}
+	a.place = responding
+	s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(f)})
+}
+
+// anotherFits reports whether a backend of sub other than b may hold a
+// request of tokens, by the limits the router knows.
+func (s *simulation) anotherFits(sub *router.Router, b, tokens int) bool {
+	for i, v := range sub.Views() {
+		if i != b && (v.MaxModelLen == 0 || tokens <= v.MaxModelLen) {
+			return true
+		}
+	}
+	return false
 }
 
 // submit hands an admitted attempt to the engine.
@@ -958,6 +1052,7 @@ func (s *simulation) workerStep(b, w int) error {
 		}
 		switch ev.Kind {
 		case engine.FirstToken:
+			a.streaming = true
 			s.q.push(event{at: s.now + s.back(a, b), kind: evClientFirstToken, id: a.id})
 			if s.track {
 				bs.ttft.Add(s.now, (s.now - a.gwAt).Seconds())
@@ -1109,6 +1204,10 @@ func (s *simulation) deliver(b, region int) {
 		latest = &local
 	}
 	for _, ri := range s.byRegion[region] {
+		if rs := s.routers[ri]; rs.refused != nil && rs.refused[b] {
+			rs.refused[b] = false // it answers again
+			rs.subs[p].SetEligible(s.local[b], true)
+		}
 		s.outcomes = s.routers[ri].subs[p].OnStats(s.now, latest, s.outcomes[:0])
 		s.applyOutcomes(p)
 		s.scheduleRouterTimer(ri)

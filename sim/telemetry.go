@@ -130,10 +130,15 @@ func (s *simulation) stop(b int) {
 func (s *simulation) kill(b int) {
 	s.stop(b)
 	for _, a := range s.attempts.items {
-		if a != nil && !a.done && a.backend == b && a.place == atGateway {
-			a.place = responding
-			s.q.push(event{at: s.now + s.back(a, b), kind: evClientError, id: a.id, b: int32(client.Errored)})
+		if a == nil || a.done || a.backend != b || a.place != atGateway {
+			continue
 		}
+		if !a.streaming { // the connection resets before the first byte: the router may retry it
+			s.refuse(a, client.Errored, false)
+			continue
+		}
+		a.place = responding
+		s.q.push(event{at: s.now + s.back(a, b), kind: evClientError, id: a.id, b: int32(client.Errored)})
 	}
 }
 
@@ -153,7 +158,11 @@ func (s *simulation) faulted(a *attempt) bool {
 	}
 	switch {
 	case f.dead:
-		fail(client.Errored)
+		if a.done {
+			s.attempts.del(a.id)
+		} else {
+			s.refuse(a, client.Errored, true)
+		}
 	case f.hung:
 		if a.done {
 			s.attempts.del(a.id)
@@ -162,10 +171,14 @@ func (s *simulation) faulted(a *attempt) bool {
 		}
 	case f.limit > 0 && a.tokens() > f.limit:
 		a.limit = f.limit
-		if bs.learned == 0 || f.limit < bs.learned {
-			bs.learned = f.limit
+		if bs.gw.LearnLimit(s.now, f.limit) {
+			s.markStats(b) // the routers hear of it with the next stats
 		}
-		fail(client.Invalid)
+		if a.done {
+			s.attempts.del(a.id)
+		} else {
+			s.refuse(a, client.Invalid, false)
+		}
 	case f.errRate > 0 && s.faultRng.Float64() < f.errRate:
 		if s.track {
 			bs.errs.Observe(s.now, true)
@@ -202,9 +215,6 @@ func (s *simulation) telemetryTick(b int) {
 		s.throttle(b)
 	}
 	sig := &telemetry.Signals{At: s.now, State: telemetry.Ready, QueueDepth: bs.gw.Waiting(), MaxModelLen: bs.spec.MaxModelLen}
-	if bs.learned > 0 && (sig.MaxModelLen == 0 || bs.learned < sig.MaxModelLen) {
-		sig.MaxModelLen = bs.learned
-	}
 	if p, ok := bs.ttft.Percentile(s.now, 0.95); ok {
 		sig.TTFTP95 = time.Duration(p * float64(time.Second))
 	}

@@ -195,9 +195,6 @@ func (s *Server) scrape(ctx context.Context) (workers int, err error) {
 	sig.KVFill = em.KVUsage
 	sig.ErrorRate = s.errs.Rate(now)
 	sig.MaxModelLen = s.engine.maxModelLen
-	if l := s.engine.learned; l > 0 && (sig.MaxModelLen == 0 || l < sig.MaxModelLen) {
-		sig.MaxModelLen = l
-	}
 	// p95 TTFT of the requests since the last scrape, over all engines.
 	if len(ttft) == len(s.prevTTFT) {
 		var worst float64

@@ -310,20 +310,16 @@ func (s *Server) finish(id uint64, worker, prompt int, o core.Outcome, reason st
 
 // engineURL is where worker's requests go: its own URL, or the one engine
 // URL of all workers (which then needs the worker named in a header).
-// learnLimit keeps a context limit an engine's refusal named, so that the
-// next stats tell every router (the simulator's gateway does the same).
+// learnLimit hands the admission core a context limit an engine's refusal
+// named; the next stats, due at once, tell every router (the simulator's
+// gateway runs the same core).
 func (s *Server) learnLimit(limit int) {
-	if limit <= 0 {
-		return
-	}
 	s.mu.Lock()
-	changed := s.engine.learned == 0 || limit < s.engine.learned
-	if changed {
-		s.engine.learned = limit
-	}
+	changed := s.adm != nil && s.adm.LearnLimit(s.now(), limit)
 	s.mu.Unlock()
 	if changed {
 		s.cfg.Logger.Info("engine refused a prompt over its context limit; telling the routers", "gateway", s.cfg.ID, "limit", limit)
+		s.pokeStats()
 	}
 }
 

@@ -155,10 +155,6 @@ type waiter struct {
 type engineInfo struct {
 	models      []string
 	maxModelLen int
-	// learned is the smallest context limit the engine's 400 answers
-	// named (0: none): the limit the routers are told, as the engine may
-	// enforce less than /v1/models says.
-	learned     int
 	metrics     wire.EngineMetrics
 	scrapedAt   time.Time
 	hardwareErr string
