@@ -354,11 +354,21 @@ type PhaseMetrics struct {
 	// phase: prompts over the limit less the workload's longest output).
 	LongSuccessPct float64 `json:"long_success_pct"`
 	LongTurns      int     `json:"long_turns"`
-	// RerouteP99S is the p99 TTFT of the completed turns that needed more
-	// than one attempt (failover phase: the turns the kill moved); 0 with
-	// RerouteTurns 0 when none did.
-	RerouteP99S  float64 `json:"reroute_p99_s"`
-	RerouteTurns int     `json:"reroute_turns"`
+	// Reroute* are the failover phase's reroute times (the paper's "time
+	// for traffic to be successfully rerouted to a healthy endpoint"), over
+	// the turns the kill caught: those in flight on the killed backend at
+	// the kill and those sent there after it. A turn's reroute time runs
+	// from when the kill caught it (the kill, or its dispatch there if
+	// later) to the dispatch to another backend that then served it,
+	// through every retry between (the router's before the first byte, the
+	// client's after it). RerouteTurns counts the caught turns that
+	// completed, RerouteFailed those that did not; the percentiles are 0
+	// when none completed.
+	RerouteP50S   float64 `json:"reroute_p50_s"`
+	RerouteP95S   float64 `json:"reroute_p95_s"`
+	RerouteP99S   float64 `json:"reroute_p99_s"`
+	RerouteTurns  int     `json:"reroute_turns"`
+	RerouteFailed int     `json:"reroute_failed"`
 	// Breaches counts turns that failed or missed the TTFT SLO; LeadS is,
 	// in the thermal phase, the time from the detection (DetectS) to the
 	// first breach, or to the end of the span if none came (-1: not
@@ -373,7 +383,7 @@ func Measure(r PhaseRun) PhaseMetrics {
 	sp := r.Spec
 	from, to := sp.Onset, sp.Onset+sp.Post
 	m := PhaseMetrics{Phase: sp.Phase.Name, Policy: sp.Policy, Seed: sp.Seed, Mode: sp.Mode, DetectS: -1, RouterDetectS: -1, LeadS: -1, WallS: r.WallS}
-	var ttfts, pre, reroutes []float64
+	var ttfts, pre []float64
 	completed, preDone, preTurns, longDone := 0, 0, 0, 0
 	firstBreach := time.Duration(-1)
 	for i := range r.Records {
@@ -384,9 +394,6 @@ func Measure(r PhaseRun) PhaseMetrics {
 			if rec.Completed {
 				completed++
 				ttfts = append(ttfts, rec.TTFT().Seconds())
-				if rec.Attempts > 1 {
-					reroutes = append(reroutes, rec.TTFT().Seconds())
-				}
 			}
 			if sp.Phase.Limit > 0 && rec.PromptTokens > sp.Phase.Limit-r.MaxOutput {
 				m.LongTurns++
@@ -410,10 +417,14 @@ func Measure(r PhaseRun) PhaseMetrics {
 	}
 	slices.Sort(ttfts)
 	slices.Sort(pre)
-	slices.Sort(reroutes)
 	m.SuccessPct = pct(completed, m.Turns)
 	m.LongSuccessPct = pct(longDone, m.LongTurns)
-	m.RerouteTurns, m.RerouteP99S = len(reroutes), metrics.Percentile(reroutes, 0.99)
+	if sp.Phase.Name == "failover" {
+		reroutes, failed := rerouteTimes(r.Records, r.Dispatches, sp.Phase.Faulty, from, to)
+		slices.Sort(reroutes)
+		m.RerouteTurns, m.RerouteFailed = len(reroutes), failed
+		m.RerouteP50S, m.RerouteP95S, m.RerouteP99S = metrics.Percentile(reroutes, 0.5), metrics.Percentile(reroutes, 0.95), metrics.Percentile(reroutes, 0.99)
+	}
 	m.P50S, m.P95S, m.P99S = metrics.Percentile(ttfts, 0.5), metrics.Percentile(ttfts, 0.95), metrics.Percentile(ttfts, 0.99)
 
 	long, lastMis := 0, time.Duration(-1)
@@ -466,6 +477,54 @@ func Measure(r PhaseRun) PhaseMetrics {
 	}
 	m.RecoverS = recovery(r.Records, from, to, pre, preDone, preTurns)
 	return m
+}
+
+// rerouteTimes returns the reroute time, in seconds, of every turn ending in
+// [from, to) that a fault on the faulty backends caught from `from` on (see
+// PhaseMetrics.RerouteP99S) and that completed, and how many caught turns
+// failed. A turn's dispatches are those of its session between its start and
+// its end (a session's turns do not overlap).
+func rerouteTimes(recs []metrics.TurnRecord, ds []sim.Dispatch, faulty []int, from, to time.Duration) (times []float64, failed int) {
+	bySession := map[uint64][]sim.Dispatch{}
+	for _, d := range ds {
+		bySession[d.Session] = append(bySession[d.Session], d)
+	}
+	for i := range recs {
+		rec := &recs[i]
+		if rec.End < from || rec.End >= to {
+			continue
+		}
+		var own []sim.Dispatch
+		for _, d := range bySession[rec.Session] {
+			if d.At >= rec.Start && d.At <= rec.End {
+				own = append(own, d)
+			}
+		}
+		// Caught: a dispatch to a faulty backend that did not serve the
+		// turn, and whose failure came from `from` on (it was sent then, or
+		// it was still the turn's latest dispatch then).
+		caught := time.Duration(-1)
+		for k, d := range own {
+			last := k == len(own)-1
+			if !slices.Contains(faulty, d.Backend) || (last && rec.Completed) {
+				continue
+			}
+			if d.At >= from || last || own[k+1].At >= from {
+				caught = max(d.At, from)
+				break
+			}
+		}
+		if caught < 0 {
+			continue
+		}
+		served := own[len(own)-1]
+		if !rec.Completed || slices.Contains(faulty, served.Backend) || served.At < caught {
+			failed++
+			continue
+		}
+		times = append(times, (served.At - caught).Seconds())
+	}
+	return times, failed
 }
 
 func pct(n, d int) float64 {

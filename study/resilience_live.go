@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/engine"
 	"github.com/stargate-llm/stargate/serve/fleet"
+	"github.com/stargate-llm/stargate/serve/openai"
 	"github.com/stargate-llm/stargate/serve/router"
 	"github.com/stargate-llm/stargate/sim"
 )
@@ -123,7 +125,7 @@ func (lr *liveRecorder) dispatch(ri int, d router.DispatchEvent) {
 	if l := lr.limit[b]; l > 0 && at >= lr.limitAt && d.Tokens > l {
 		mis = true
 	}
-	lr.dispatches = append(lr.dispatches, sim.Dispatch{At: at, Router: ri, Backend: b, Tokens: d.Tokens, Misroute: mis})
+	lr.dispatches = append(lr.dispatches, sim.Dispatch{At: at, Session: d.Session, Router: ri, Backend: b, Tokens: d.Tokens, Misroute: mis})
 }
 
 func (lr *liveRecorder) report(e router.ReportEvent) {
@@ -234,6 +236,15 @@ func runLivePhase(ctx context.Context, reg *policy.Registry, sp PhaseSpec) (Phas
 	}
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
+	// A dispatch names its session by the router's key of the X-Session-ID
+	// the driver sent; a record, by the driver's session number.
+	sessions := map[uint64]uint64{}
+	for i := range recs {
+		sessions[openai.SessionIDKey(strconv.FormatUint(recs[i].Session, 10))] = recs[i].Session
+	}
+	for i := range lr.dispatches {
+		lr.dispatches[i].Session = sessions[lr.dispatches[i].Session]
+	}
 	slices.SortStableFunc(lr.dispatches, func(a, b sim.Dispatch) int { return int(a.At - b.At) })
 	slices.SortStableFunc(lr.marks, func(a, b sim.Mark) int { return int(a.At - b.At) })
 	return PhaseRun{Spec: sp, SLO: cfg.Client.TTFTSLO, Records: recs, Dispatches: lr.dispatches, Marks: lr.marks,

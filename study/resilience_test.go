@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,12 +122,46 @@ func TestMeasure(t *testing.T) {
 	if m.RecoverS != 20 {
 		t.Errorf("recover %v, want 20 (the last bin is unhealthy)", m.RecoverS)
 	}
-	// A turn that took two attempts is a rerouted one.
-	recs[15].Attempts = 2
-	if m := Measure(PhaseRun{Spec: spec, Records: recs}); m.RerouteTurns != 1 || m.RerouteP99S != recs[15].TTFT().Seconds() {
-		t.Errorf("reroute: %d turns, p99 %v", m.RerouteTurns, m.RerouteP99S)
+	// The turn ending at onset + 1 s: sent to the killed backend at 0.5 s,
+	// served by backend 0 from 1 s.
+	if m.RerouteTurns != 1 || m.RerouteFailed != 0 || math.Abs(m.RerouteP99S-0.5) > 1e-9 {
+		t.Errorf("reroute: %d turns (%d failed), p99 %v; want 1, 0 and 0.5 s", m.RerouteTurns, m.RerouteFailed, m.RerouteP99S)
 	}
 	if s := NewStat([]float64{1, 2, 3}); s.Mean != 2 || s.Half < 2.48 || s.Half > 2.49 {
 		t.Errorf("stat %+v, want mean 2, half 4.303 x 1/sqrt(3) = 2.484", s)
+	}
+}
+
+// TestRerouteTimes: a turn's reroute time runs from when the kill caught it
+// to the dispatch that then served it; turns the kill did not catch do not
+// count, and caught turns that failed are counted apart.
+func TestRerouteTimes(t *testing.T) {
+	on := 100 * time.Second
+	ms := func(n int) time.Duration { return on + time.Duration(n)*time.Millisecond }
+	rec := func(session uint64, start, end time.Duration, ok bool) metrics.TurnRecord {
+		return metrics.TurnRecord{Session: session, Start: start, FirstToken: end, End: end, Completed: ok}
+	}
+	recs := []metrics.TurnRecord{
+		rec(1, ms(-5000), ms(3000), true),  // in flight on the killed backend: 150 ms
+		rec(2, ms(1000), ms(2000), true),   // sent there after the kill: 40 ms
+		rec(3, ms(-2000), ms(1), true),     // served there just before the kill
+		rec(4, ms(2000), ms(2500), false),  // sent there, then failed
+		rec(5, ms(500), ms(1500), true),    // never there
+		rec(1, ms(4000), ms(5000), true),   // session 1's next turn, elsewhere
+		rec(6, ms(-3000), ms(-1000), true), // before the window
+	}
+	ds := []sim.Dispatch{
+		{At: ms(-5000), Session: 1, Backend: 1}, {At: ms(150), Session: 1, Backend: 0},
+		{At: ms(1000), Session: 2, Backend: 1}, {At: ms(1040), Session: 2, Backend: 2},
+		{At: ms(-2000), Session: 3, Backend: 1},
+		{At: ms(2000), Session: 4, Backend: 1},
+		{At: ms(500), Session: 5, Backend: 0},
+		{At: ms(4000), Session: 1, Backend: 0},
+		{At: ms(-3000), Session: 6, Backend: 1},
+	}
+	times, failed := rerouteTimes(recs, ds, []int{1}, on, on+time.Minute)
+	slices.Sort(times)
+	if len(times) != 2 || math.Abs(times[0]-0.04) > 1e-9 || math.Abs(times[1]-0.15) > 1e-9 || failed != 1 {
+		t.Errorf("reroute times %v, %d failed; want [0.04 0.15] and 1", times, failed)
 	}
 }

@@ -148,13 +148,16 @@ func WriteError(w http.ResponseWriter, status int, typ, msg string) {
 // the leading messages.
 func SessionKey(h http.Header, user string, lead string) uint64 {
 	if h := h.Get("X-Session-ID"); h != "" {
-		return xxhash.Sum64String("h:" + h)
+		return SessionIDKey(h)
 	}
 	if user != "" {
 		return xxhash.Sum64String("u:" + user)
 	}
 	return xxhash.Sum64String("m:" + lead)
 }
+
+// SessionIDKey is the session key of a request whose X-Session-ID is id.
+func SessionIDKey(id string) uint64 { return xxhash.Sum64String("h:" + id) }
 
 // WriteStreamError ends an SSE stream with an error event and [DONE], so a
 // failure after the first byte is never a silently truncated stream.

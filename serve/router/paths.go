@@ -27,6 +27,8 @@ type DispatchEvent struct {
 	At      time.Time
 	Router  string
 	Backend string
+	// Session is the request's session key (openai.SessionKey).
+	Session uint64
 	// Tokens is the request's prompt plus max_tokens.
 	Tokens int
 }

@@ -175,7 +175,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		}
 		s.mu.Unlock()
 		if h := s.cfg.Hooks.Dispatch; h != nil {
-			h(DispatchEvent{At: time.Now(), Router: s.cfg.ID, Backend: b.name, Tokens: tokens})
+			h(DispatchEvent{At: time.Now(), Router: s.cfg.ID, Backend: b.name, Session: session, Tokens: tokens})
 		}
 		res := s.attempt(ctx, w, r, b, body, stream, tokens)
 		s.report(b, res, tokens)
