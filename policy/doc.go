@@ -64,7 +64,7 @@
 // waits.
 //
 // Every policy skips backends listed in Request.Exclude (those that already
-// refused this request) while any other backend is eligible. A live router
-// fills it when it retries before the first byte; in the simulator a client's
-// retry is a new request through its router, so the list is empty there.
+// refused this request) while any other backend is eligible. A router, live
+// or simulated, fills it when it retries before the first byte; a client's
+// retry is a new request through its router, so its list starts empty.
 package policy

@@ -24,6 +24,19 @@
 // gateway's queue or engine at once (the cancel is not delayed by the
 // network in the simulator).
 //
+// # Refusals before the first byte
+//
+// As the live router does, a router places again a request refused before
+// its first byte, on a backend it has not tried, up to RouterAttempts
+// backends: a refused connection (a killed backend, which the router then
+// leaves out until its stats return), a connection that breaks before the
+// first token, a gateway's overload answer, or a context-length refusal
+// while another backend fits by the router's knowledge. The refusal travels
+// back from the backend's region to the router's; the router hears how the
+// attempt ended before it places it again. Only when no backend is left
+// does the client see the failure (and retry by its own rules). A failure
+// after the first token always reaches the client.
+//
 // # Workload classes (open loop)
 //
 // With Config.Class set, the session model gives way to the class's open

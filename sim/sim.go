@@ -186,8 +186,9 @@ type attempt struct {
 	limit   int           // the context limit a refusal named
 	// tried lists the backends that refused it before its first byte; told
 	// is set once its router has heard how the last of them ended.
-	tried []int
-	told  bool
+	tried   []int
+	told    bool
+	refusal client.Failure // the last refusal's kind
 	// streaming: its engine has sent the first token, so a failure now
 	// reaches the client (an SSE error), not the router.
 	streaming bool
@@ -812,9 +813,16 @@ func (s *simulation) sendAttempt(ss *session) {
 
 // apply carries out a router's decision about attempt a.
 func (s *simulation) apply(a *attempt, d policy.Decision) {
+	if d.Kind == policy.Dispatch && slices.Contains(a.tried, d.Backend) {
+		// A request that waited after a refusal, and that every backend has
+		// now refused: never send it where it was refused.
+		s.routers[a.router].subs[a.pool].Undispatch(s.local[d.Backend])
+		s.giveUp(a)
+		return
+	}
 	switch d.Kind {
 	case policy.Dispatch:
-		a.backend, a.place = d.Backend, toGateway
+		a.backend, a.place, a.told = d.Backend, toGateway, false
 		lat := s.cfg.Latency[s.routers[a.router].region][s.backends[d.Backend].spec.Region] + s.pathDelay(d.Backend)
 		s.q.push(event{at: s.now + lat, kind: evGatewayArrive, id: a.id})
 		if s.cfg.RecordDispatches {
@@ -917,26 +925,26 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 	case f == client.Invalid:
 		s.tellRouter(a, router.Result{Kind: router.TooLong, Tokens: a.tokens(), Limit: a.limit})
 	}
-	a.told = true
+	a.told, a.refusal = true, f
 	a.tried = append(a.tried, b)
 	if len(a.tried) < s.cfg.RouterAttempts && (f != client.Invalid || s.anotherFits(sub, s.local[b], a.tokens())) {
 		exclude := make([]int, len(a.tried))
 		for i, t := range a.tried {
 			exclude[i] = s.local[t]
 		}
-		d := sub.RouteWith(s.now, a.id, a.sess.key, a.tokens(), exclude)
-		switch {
-		case d.Kind == policy.Dispatch && slices.Contains(exclude, d.Backend):
-			sub.Undispatch(d.Backend) // every backend has refused it: never one already tried
-		case d.Kind != policy.Reject:
-			a.told = false
+		if d := sub.RouteWith(s.now, a.id, a.sess.key, a.tokens(), exclude); d.Kind != policy.Reject {
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
 			return
 		}
 	}
+	s.giveUp(a)
+}
+
+// giveUp answers the client of an attempt with its last refusal.
+func (s *simulation) giveUp(a *attempt) {
 	a.place = responding
-	s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(f)})
+	s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(a.refusal)})
 }
 
 // anotherFits reports whether a backend of sub other than b may hold a
