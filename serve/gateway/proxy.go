@@ -308,8 +308,6 @@ func (s *Server) finish(id uint64, worker, prompt int, o core.Outcome, reason st
 	s.pokeStats()
 }
 
-// engineURL is where worker's requests go: its own URL, or the one engine
-// URL of all workers (which then needs the worker named in a header).
 // learnLimit hands the admission core a context limit an engine's refusal
 // named; the next stats, due at once, tell every router (the simulator's
 // gateway runs the same core).
@@ -323,6 +321,8 @@ func (s *Server) learnLimit(limit int) {
 	}
 }
 
+// engineURL is where worker's requests go: its own URL, or the one engine
+// URL of all workers (which then needs the worker named in a header).
 func (s *Server) engineURL(worker int) string {
 	if len(s.cfg.Engines) > 1 {
 		return s.cfg.Engines[worker]
