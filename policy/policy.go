@@ -252,6 +252,14 @@ func reject(reason string) Decision { return Decision{Kind: Reject, Backend: -1,
 
 func dispatch(b int) Decision { return Decision{Kind: Dispatch, Backend: b} }
 
+// WeightKeeper is implemented by policies whose weights move with what they
+// see (pressure). LastWeights appends the weights as their last pick or
+// refresh left them, without recomputing them: watching them changes
+// nothing, where WeightReporter.Weights steps their hysteresis.
+type WeightKeeper interface {
+	LastWeights(out []BackendWeight) []BackendWeight
+}
+
 // WeightsOf returns p's per-backend weights for views: its own if it is a
 // WeightReporter, else weight 1 for every eligible backend and 0 for the rest
 // (an equal share: what a policy without weights amounts to).

@@ -72,6 +72,7 @@ var (
 	_ Policy          = (*Pressure)(nil)
 	_ CapabilityAware = (*Pressure)(nil)
 	_ WeightReporter  = (*Pressure)(nil)
+	_ WeightKeeper    = (*Pressure)(nil)
 )
 
 // NewPressure returns the policy.
@@ -114,6 +115,11 @@ type WeightReporter interface {
 // Weights implements WeightReporter.
 func (pr *Pressure) Weights(views []View, out []BackendWeight) []BackendWeight {
 	pr.refresh(views)
+	return append(out, pr.state...)
+}
+
+// LastWeights implements WeightKeeper.
+func (pr *Pressure) LastWeights(out []BackendWeight) []BackendWeight {
 	return append(out, pr.state...)
 }
 

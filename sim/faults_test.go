@@ -205,3 +205,29 @@ func TestRouterRetriesRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestWeightMarksChangeNothing: recording dispatches and weight changes
+// (marks "weights", for a policy whose weights move) leaves the run as it
+// was; a burst moves pressure's weights.
+func TestWeightMarksChangeNothing(t *testing.T) {
+	burst := Fault{Kind: FaultBurst, At: 30 * time.Second, Count: 40}
+	cfg := withTelemetry("pressure", burst)
+	cfg.KeepRecords = true
+	watched := run(t, cfg)
+	cfg.RecordDispatches = false
+	plain := run(t, cfg)
+	a, _ := json.Marshal(watched.Records)
+	b, _ := json.Marshal(plain.Records)
+	if !bytes.Equal(a, b) || watched.Events != plain.Events {
+		t.Fatal("recording dispatches and weights changed the run")
+	}
+	changes := 0
+	for _, m := range watched.Marks {
+		if m.What == "weights" && m.At >= burst.At {
+			changes++
+		}
+	}
+	if changes == 0 {
+		t.Error("no weight change after a burst of 40 sessions")
+	}
+}

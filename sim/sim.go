@@ -253,6 +253,9 @@ type routerState struct {
 	r      *router.Router
 	region int
 	timer  int
+	// weights are the policy's weights after its last pick (with
+	// RecordDispatches, for a policy.WeightKeeper).
+	weights []policy.BackendWeight
 	// refused[b]: a connection to backend b was refused; it takes nothing
 	// from this router until its next stats arrive (nil until one is).
 	refused []bool
@@ -573,6 +576,7 @@ func (s *simulation) handle(e *event) error {
 			d := rs.subs[a.pool].RouteTokens(s.now, a.id, a.sess.key, a.tokens())
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
+			s.markWeights(a.router)
 		}
 	case evRouterTimer:
 		rs := s.routers[e.a]
@@ -582,6 +586,7 @@ func (s *simulation) handle(e *event) error {
 			s.applyOutcomes(p)
 		}
 		s.scheduleRouterTimer(int(e.a))
+		s.markWeights(int(e.a))
 	case evGatewayArrive:
 		s.gatewayArrive(e.id)
 	case evWorker:
@@ -935,6 +940,7 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 		if d := sub.RouteWith(s.now, a.id, a.sess.key, a.tokens(), exclude); d.Kind != policy.Reject {
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
+			s.markWeights(a.router)
 			return
 		}
 	}
@@ -1219,7 +1225,29 @@ func (s *simulation) deliver(b, region int) {
 		s.outcomes = s.routers[ri].subs[p].OnStats(s.now, latest, s.outcomes[:0])
 		s.applyOutcomes(p)
 		s.scheduleRouterTimer(ri)
+		s.markWeights(ri)
 	}
+}
+
+// markWeights marks ("weights", backend -1) the instant router ri's policy
+// changed its weights, if the run records dispatches and the policy keeps
+// weights (policy.WeightKeeper): it is called after each pick.
+func (s *simulation) markWeights(ri int) {
+	rs := s.routers[ri]
+	if !s.cfg.RecordDispatches || rs.r == nil {
+		return
+	}
+	wk, ok := rs.r.Policy().(policy.WeightKeeper)
+	if !ok {
+		return
+	}
+	prev := len(rs.weights)
+	rs.weights = wk.LastWeights(rs.weights)
+	now := rs.weights[prev:]
+	if prev > 0 && !slices.EqualFunc(rs.weights[:prev], now, func(a, b policy.BackendWeight) bool { return a.Weight == b.Weight }) {
+		s.marks = append(s.marks, Mark{At: s.now, Backend: -1, What: "weights"})
+	}
+	rs.weights = rs.weights[:copy(rs.weights, now)]
 }
 
 // syncRegion brings a region's routers up to date before one of them reads

@@ -21,7 +21,11 @@
 // the last 5 s); for thermal and wan-jitter, the time to the start of the
 // first 5 s in which the faulty backends got less than half their pre-fault
 // dispatch rate; for telemetry-loss, the time to the first report without
-// hardware signals. Time to recover is the time until every later 5 s bin
+// hardware signals; for burst, the routing reaction p95: over the bursts, the
+// time from a burst's onset to the first change of any router's policy
+// weights (the paper's "time from burst onset to routing weight
+// adjustment"), for policies whose weights move (pressure; the others keep
+// none, and show none). Time to recover is the time until every later 5 s bin
 // has success >= 99% and p95 TTFT <= 1.5 x the pre-fault p95 + 0.25 s. Cells
 // give means over replicates with Student-t 95% intervals.
 //

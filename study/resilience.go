@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -12,11 +13,28 @@ import (
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/sim"
+	"github.com/stargate-llm/stargate/telemetry"
 )
 
 // ResiliencePolicies are the resilience study's arms, in report order: the
 // telemetry-aware policy first, then the baselines.
 var ResiliencePolicies = []string{"pressure", "pulsar-waw", "least-request", "round-robin"}
+
+// PressureNoNet is the wan-jitter phase's ablation: pressure with the
+// weights of the network signals (RTT and jitter) at zero, every other weight
+// at its default, so that the phase shows TTFT with and without them.
+const PressureNoNet = "pressure-no-net"
+
+// ResilienceRegistry is the built-in policies and PressureNoNet.
+func ResilienceRegistry() *policy.Registry {
+	reg := policy.NewRegistry()
+	reg.Register(PressureNoNet, func(p policy.Params, b []policy.Backend, _ *rand.Rand) (policy.Policy, error) {
+		pp := policy.DefaultPressureParams()
+		pp.Weights[telemetry.SigRTT], pp.Weights[telemetry.SigJitter] = 0, 0
+		return policy.NewPressure(p, pp, b)
+	})
+	return reg
+}
 
 // ResilienceRPS is the study's nominal rate on ResilienceFleet, fixed before
 // the pressure policy was measured: at 45 req/s the fleet's GPUs are about
@@ -42,6 +60,9 @@ type Phase struct {
 	Faulty []int
 	// Limit is the context limit the phase imposes (capability phase).
 	Limit int
+	// Extra are policies the phase runs besides the study's arms when no
+	// policy is chosen (the wan-jitter phase's PressureNoNet).
+	Extra []string
 	// Faults builds the phase's faults for an onset.
 	Faults func(onset time.Duration) []sim.Fault
 	// Describe says what the phase does, for the report.
@@ -64,7 +85,7 @@ func ResiliencePhases() []Phase {
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultKill, Backends: []int{faultyBackend}, At: at}}
 			}},
-		{Name: "wan-jitter", Faulty: westSite,
+		{Name: "wan-jitter", Faulty: westSite, Extra: []string{PressureNoNet},
 			Describe: "the path to the west site's three backends gains an exponential delay of mean 20 ms each way (the paper's 20 ms jitter induction)",
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultPath, Backends: westSite, At: at, Jitter: 20 * time.Millisecond}}
@@ -154,7 +175,7 @@ func (r SimPhaseRunner) RunPhases(ctx context.Context, specs []PhaseSpec, progre
 	}
 	reg := r.Registry
 	if reg == nil {
-		reg = policy.NewRegistry()
+		reg = ResilienceRegistry()
 	}
 	res, err := RunAll(ctx, rs, reg, r.Parallel, progress)
 	if err != nil {
@@ -252,7 +273,11 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 	}
 	var specs []PhaseSpec
 	for _, ph := range phases {
-		for _, pol := range pols {
+		phasePols := pols
+		if len(opts.Policies) == 0 {
+			phasePols = append(slices.Clip(pols), ph.Extra...)
+		}
+		for _, pol := range phasePols {
 			for seed := uint64(1); seed <= uint64(reps); seed++ {
 				for _, mode := range modes {
 					specs = append(specs, PhaseSpec{Phase: ph, Policy: pol, Seed: seed, RPS: rps, Onset: onset, Pre: pre, Post: post,
@@ -340,7 +365,8 @@ type PhaseMetrics struct {
 	LeakPct float64 `json:"leak_pct"`
 	// DetectS is the time to detect (see the package documentation); -1
 	// when the phase has nothing to detect, and the whole measured span when
-	// the fault was never detected (Detected false).
+	// the fault was never detected (Detected false). In the burst phase it
+	// is the routing reaction p95 (burstReaction).
 	DetectS  float64 `json:"detect_s"`
 	Detected bool    `json:"detected"`
 	// RecoverS is the time from the onset until every later 5 s bin is
@@ -456,6 +482,8 @@ func Measure(r PhaseRun) PhaseMetrics {
 		}
 	case "thermal", "wan-jitter":
 		m.DetectS, m.Detected = shareDrop(r.Dispatches, sp.Phase.Faulty, sp.Onset-sp.Pre, from, to)
+	case "burst":
+		m.DetectS, m.Detected = burstReaction(r.Marks, from, to)
 	case "telemetry-loss":
 		for _, mk := range r.Marks {
 			if mk.What == "fallback" && mk.At >= from {
@@ -532,6 +560,46 @@ func pct(n, d int) float64 {
 		return 0
 	}
 	return 100 * float64(n) / float64(d)
+}
+
+// burstReaction is the routing reaction to the bursts that started in
+// [from, to): the p95, over those bursts, of the time from a burst's onset
+// to the first change of any router's policy weights ("weights" marks)
+// before the next burst or `to`, and whether every burst saw one (a burst
+// that saw none counts as the time to the end of its span). It is -1, not
+// detected, when no router recorded weights (a policy without weights of
+// its own).
+func burstReaction(marks []sim.Mark, from, to time.Duration) (float64, bool) {
+	var onsets, changes []time.Duration
+	for _, mk := range marks {
+		switch {
+		case mk.What == "fault:burst" && mk.At >= from && mk.At < to:
+			onsets = append(onsets, mk.At)
+		case mk.What == "weights":
+			changes = append(changes, mk.At)
+		}
+	}
+	if len(onsets) == 0 || len(changes) == 0 {
+		return -1, false
+	}
+	all := true
+	var times []float64
+	for i, on := range onsets {
+		end := to
+		if i+1 < len(onsets) {
+			end = onsets[i+1]
+		}
+		react := end - on
+		k, _ := slices.BinarySearch(changes, on)
+		if k < len(changes) && changes[k] < end {
+			react = changes[k] - on
+		} else {
+			all = false
+		}
+		times = append(times, react.Seconds())
+	}
+	slices.Sort(times)
+	return metrics.Percentile(times, 0.95), all
 }
 
 // shareDrop is the time from the onset to the start of the first 5 s span in

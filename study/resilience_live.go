@@ -57,7 +57,7 @@ type LivePhaseRunner struct {
 func (r LivePhaseRunner) RunPhases(ctx context.Context, specs []PhaseSpec, progress Progress) ([]PhaseRun, error) {
 	reg := r.Registry
 	if reg == nil {
-		reg = policy.NewRegistry()
+		reg = ResilienceRegistry()
 	}
 	out := make([]PhaseRun, 0, len(specs))
 	for i, sp := range specs {
@@ -269,7 +269,18 @@ func (lr *liveRecorder) inject(ctx context.Context, f *fleet.Fleet, faults []sim
 	lr.mu.Lock()
 	for _, ft := range faults {
 		if ft.Kind == sim.FaultBurst {
-			lr.marks = append(lr.marks, sim.Mark{At: at, Backend: -1, What: "fault:burst"})
+			// The driver starts every burst on its own clock (drive.Bursts):
+			// this one now, the next ones Every apart.
+			end := lr.spec.Onset + lr.spec.Post
+			if ft.Until > 0 {
+				end = min(end, ft.Until)
+			}
+			for t := at; t < end; t += ft.Every {
+				lr.marks = append(lr.marks, sim.Mark{At: t, Backend: -1, What: "fault:burst"})
+				if ft.Every <= 0 {
+					break
+				}
+			}
 			continue
 		}
 		for _, b := range ft.Backends {
@@ -332,12 +343,33 @@ func (lr *liveRecorder) watchRouters(ctx context.Context, f *fleet.Fleet, failed
 			faulty[name] = true
 		}
 	}
-	if len(faulty) == 0 {
+	// In the burst phase, every change of a router's policy weights is a
+	// "weights" mark, as in the simulator (to the poll's 50 ms).
+	burst := lr.spec.Phase.Name == "burst"
+	if len(faulty) == 0 && !burst {
 		return
 	}
+	last := make([][]int, len(f.Routers))
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		for ri, rs := range f.Routers {
+			if !burst {
+				break
+			}
+			var ws []int
+			for _, w := range rs.LastWeights() {
+				ws = append(ws, w.Weight)
+			}
+			if last[ri] != nil && !slices.Equal(last[ri], ws) {
+				lr.mu.Lock()
+				if at, ok := lr.since(time.Now()); ok {
+					lr.marks = append(lr.marks, sim.Mark{At: at, Backend: -1, What: "weights"})
+				}
+				lr.mu.Unlock()
+			}
+			last[ri] = ws
+		}
 		for ri, rs := range f.Routers {
 			if failedAt[ri] >= 0 {
 				continue

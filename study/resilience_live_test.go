@@ -62,6 +62,21 @@ func TestLivePhases(t *testing.T) {
 	if !hasMark(fo.Marks, "fault:kill") {
 		t.Errorf("no kill mark in %v", fo.Marks)
 	}
+	// Dispatches name the driver's sessions, so that turns and their
+	// dispatches can be matched (the reroute time).
+	sessions := map[uint64]bool{}
+	for _, r := range fo.Records {
+		sessions[r.Session] = true
+	}
+	matched := 0
+	for _, d := range fo.Dispatches {
+		if sessions[d.Session] {
+			matched++
+		}
+	}
+	if matched == 0 || matched < len(fo.Records) {
+		t.Errorf("%d of %d dispatches name a recorded session (%d records)", matched, len(fo.Dispatches), len(fo.Records))
+	}
 
 	ca := runs[1]
 	m = Measure(ca)

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/metrics"
+	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/sim"
+	"github.com/stargate-llm/stargate/telemetry"
 )
 
 // shortRunner shortens every spec so the test stays quick.
@@ -71,6 +73,47 @@ func TestResilienceOptionsChecked(t *testing.T) {
 
 // TestLiveSpecs: a live study pairs every run with its simulator twin at
 // the live scale, with the live policies and windows.
+// TestWanJitterAblation: the wan-jitter phase adds pressure without the
+// network signals to the arms, unless the policies are chosen.
+func TestWanJitterAblation(t *testing.T) {
+	count := func(opts ResilienceOptions) int {
+		specs, err := ResilienceSpecs(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, sp := range specs {
+			if sp.Policy == PressureNoNet {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(ResilienceOptions{Quick: true, Phases: []string{"wan-jitter", "failover"}}); n != 2 {
+		t.Errorf("%d %s runs, want 2 (wan-jitter only, 2 replicates)", n, PressureNoNet)
+	}
+	if n := count(ResilienceOptions{Quick: true, Phases: []string{"wan-jitter"}, Policies: []string{"pressure"}}); n != 0 {
+		t.Errorf("%d %s runs with the policies chosen, want 0", n, PressureNoNet)
+	}
+	backends := []policy.Backend{{Name: "a", Key: policy.KeyOf("a")}, {Name: "b", Key: policy.KeyOf("b")}}
+	pol, err := ResilienceRegistry().New(PressureNoNet, policy.DefaultParams(), backends, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same signals, one with a jittery path: only pressure's weights move.
+	views := []policy.View{{Capacity: 4, Eligible: true}, {Capacity: 4, Eligible: true,
+		Path: telemetry.Path{Known: true, RTT: 60 * time.Millisecond, Jitter: 40 * time.Millisecond}}}
+	withNet, err := policy.NewRegistry().New("pressure", policy.DefaultParams(), backends, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nn := policy.WeightsOf(pol, views)
+	wn := policy.WeightsOf(withNet, views)
+	if nn[0].Rank != nn[1].Rank || wn[1].Rank >= wn[0].Rank {
+		t.Errorf("ranks without network signals %d/%d (want equal), with %d/%d (want the jittery one lower)", nn[0].Rank, nn[1].Rank, wn[0].Rank, wn[1].Rank)
+	}
+}
+
 func TestLiveSpecs(t *testing.T) {
 	specs, err := ResilienceSpecs(ResilienceOptions{Quick: true, Live: LivePhaseRunner{}, Phases: []string{"failover"}})
 	if err != nil {
@@ -163,5 +206,29 @@ func TestRerouteTimes(t *testing.T) {
 	slices.Sort(times)
 	if len(times) != 2 || math.Abs(times[0]-0.04) > 1e-9 || math.Abs(times[1]-0.15) > 1e-9 || failed != 1 {
 		t.Errorf("reroute times %v, %d failed; want [0.04 0.15] and 1", times, failed)
+	}
+}
+
+// TestBurstReaction: each burst's reaction is its first weight change before
+// the next burst; a burst without one counts to the end of its span.
+func TestBurstReaction(t *testing.T) {
+	s := func(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
+	mk := func(at float64, what string) sim.Mark { return sim.Mark{At: s(at), Backend: -1, What: what} }
+	for _, tc := range []struct {
+		name  string
+		marks []sim.Mark
+		want  float64
+		all   bool
+	}{
+		{"no weights", []sim.Mark{mk(100, "fault:burst"), mk(130, "fault:burst")}, -1, false},
+		{"both react", []sim.Mark{mk(99, "weights"), mk(100, "fault:burst"), mk(101.5, "weights"), mk(101.7, "weights"),
+			mk(130, "fault:burst"), mk(130.4, "weights")}, 1.5, true},
+		{"second never", []sim.Mark{mk(100, "fault:burst"), mk(100.2, "weights"), mk(130, "fault:burst")}, 30, false},
+		{"before the window", []sim.Mark{mk(70, "fault:burst"), mk(70.1, "weights"), mk(100, "fault:burst"), mk(102, "weights")}, 2, true},
+	} {
+		got, all := burstReaction(tc.marks, s(100), s(160))
+		if math.Abs(got-tc.want) > 1e-9 || all != tc.all {
+			t.Errorf("%s: reaction %v (all %v), want %v (%v)", tc.name, got, all, tc.want, tc.all)
+		}
 	}
 }

@@ -645,6 +645,21 @@ func (s *Server) Backends() []BackendInfo {
 	return out
 }
 
+// LastWeights returns the policy's weights as its last pick left them, for
+// a policy whose weights move (policy.WeightKeeper); nil otherwise. Unlike
+// Backends, it recomputes nothing, so watching it changes no placement.
+func (s *Server) LastWeights() []policy.BackendWeight {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.core == nil {
+		return nil
+	}
+	if wk, ok := s.core.Policy().(policy.WeightKeeper); ok {
+		return wk.LastWeights(nil)
+	}
+	return nil
+}
+
 func (s *Server) listBackends(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"router": s.cfg.ID, "policy": s.cfg.Policy, "backends": s.Backends()})
 }
