@@ -204,10 +204,13 @@ type ResilienceOptions struct {
 	// Quick runs 2 replicates with a 120 s onset and 30 s measured after it.
 	Quick      bool
 	Replicates int // 0: 5 (2 when Quick)
-	Phases     []string
-	Policies   []string
-	Progress   Progress
-	Runner     PhaseRunner
+	// Post, if set, is the span measured after the onset instead of the
+	// default 60 s (30 s when Quick).
+	Post     time.Duration
+	Phases   []string
+	Policies []string
+	Progress Progress
+	Runner   PhaseRunner
 	// Live, when set, makes a live study: every spec runs at LiveScale on
 	// Live and, as its twin, on Runner (the simulator), with LivePolicies
 	// by default and the live windows (see ResilienceSpecs).
@@ -244,6 +247,9 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 	}
 	if reps == 0 {
 		reps = 5
+	}
+	if opts.Post > 0 {
+		post = opts.Post
 	}
 	if reps < 2 {
 		return nil, fmt.Errorf("%w: at least 2 replicates are needed for confidence intervals, got %d", ErrBadOptions, reps)

@@ -69,6 +69,18 @@ func TestResilienceOptionsChecked(t *testing.T) {
 			t.Errorf("%+v: %v", o, err)
 		}
 	}
+	// Post replaces the measured span after the onset, quick or not.
+	for _, quick := range []bool{false, true} {
+		specs, err := ResilienceSpecs(ResilienceOptions{Quick: quick, Post: 4 * time.Minute, Phases: []string{"capability"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range specs {
+			if sp.Post != 4*time.Minute {
+				t.Fatalf("quick %v: post %v, want 4m", quick, sp.Post)
+			}
+		}
+	}
 }
 
 // TestLiveSpecs: a live study pairs every run with its simulator twin at

@@ -17,6 +17,7 @@ func newResilienceCmd() *cobra.Command {
 		out        string
 		parallel   int
 		replicates int
+		post       time.Duration
 		phases     []string
 		policies   []string
 	)
@@ -48,6 +49,9 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			if replicates == 1 || replicates < 0 {
 				return usagef("--replicates must be at least 2 (confidence intervals need them), got %d", replicates)
 			}
+			if post < 0 || (post > 0 && post < 10*time.Second) {
+				return usagef("--post must be at least 10s (two 5 s bins), got %v", post)
+			}
 			reg := study.ResilienceRegistry()
 			for _, p := range policies {
 				if !reg.Has(p) {
@@ -55,7 +59,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 				}
 			}
 			start := time.Now()
-			opts := study.ResilienceOptions{Quick: quick, Replicates: replicates,
+			opts := study.ResilienceOptions{Quick: quick, Replicates: replicates, Post: post,
 				Phases: phases, Policies: policies, Progress: newProgress(cmd.ErrOrStderr(), "resilience study"),
 				Runner: study.SimPhaseRunner{Registry: reg, Parallel: parallel}}
 			if live {
@@ -88,6 +92,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 	f.StringVar(&out, "out", "out/resilience", "directory for the report files")
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
 	f.IntVar(&replicates, "replicates", 0, "seeds per phase and policy (default 5, 2 with --quick)")
+	f.DurationVar(&post, "post", 0, "span measured after the onset (default 60 s, 30 s with --quick)")
 	f.StringSliceVar(&phases, "phase", nil, "run only these phases (repeat or comma-separate)")
 	f.StringSliceVar(&policies, "policy", nil, "run only these policies (default: pressure, pulsar-waw, least-request, round-robin; live: pressure, least-request, round-robin; both add pressure-no-net in wan-jitter)")
 	return cmd
