@@ -180,7 +180,7 @@ func (c *Config) Validate(reg *policy.Registry) error {
 		}
 	}
 	if c.RouterAttempts < 0 {
-		errs = append(errs, fmt.Errorf("router_attempts must be >= 0 (0: %d), got %d", router.DefaultMaxAttempts, c.RouterAttempts))
+		errs = append(errs, fmt.Errorf("RouterAttempts must be >= 0 (0: %d), got %d", router.DefaultMaxAttempts, c.RouterAttempts))
 	}
 	if c.ClientLatency < 0 {
 		errs = append(errs, fmt.Errorf("client latency %v is negative", c.ClientLatency))

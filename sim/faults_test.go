@@ -164,8 +164,9 @@ func TestRouterRetriesRefusals(t *testing.T) {
 		fault Fault
 	}{{"kill", kill}, {"limit", limit}} {
 		t.Run(tc.name, func(t *testing.T) {
-			// refused counts the turns one of whose attempts the faulty backend
-			// refused, by how many client attempts they took; invalid the turns
+			// count runs the fault with a router retry budget and counts the
+			// turns one of whose attempts the faulty backend refused, by
+			// whether the client's first attempt served them, and the turns
 			// that failed as too long.
 			count := func(attempts int) (oneAttempt, more, invalid int) {
 				cfg := withTelemetry("round-robin", tc.fault)

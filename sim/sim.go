@@ -611,9 +611,7 @@ func (s *simulation) handle(e *event) error {
 			s.endTurn(a.sess)
 		}
 	case evRouterRefused:
-		if a := s.attempts.get(e.id); a != nil && a.done {
-			s.attempts.del(a.id) // timed out on the way
-		} else if a != nil {
+		if a := s.attempts.get(e.id); a != nil {
 			s.routerRefused(a, client.Failure(e.b), e.a == 1)
 		}
 	case evClientError:
@@ -819,8 +817,8 @@ func (s *simulation) sendAttempt(ss *session) {
 // apply carries out a router's decision about attempt a.
 func (s *simulation) apply(a *attempt, d policy.Decision) {
 	if d.Kind == policy.Dispatch && slices.Contains(a.tried, d.Backend) {
-		// A request that waited after a refusal, and that every backend has
-		// now refused: never send it where it was refused.
+		// A retry that waited, then was placed on a backend that already
+		// refused it (no other was eligible): never send it there again.
 		s.routers[a.router].subs[a.pool].Undispatch(s.local[d.Backend])
 		s.giveUp(a)
 		return
@@ -838,6 +836,10 @@ func (s *simulation) apply(a *attempt, d policy.Decision) {
 	case policy.Wait:
 		a.place = atRouter
 	default:
+		if len(a.tried) > 0 { // a retry that waited, then found no backend: the last refusal
+			s.giveUp(a)
+			return
+		}
 		a.place = responding
 		s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(client.Rejected)})
 	}
@@ -907,11 +909,13 @@ func (s *simulation) refuse(a *attempt, f client.Failure, neverSent bool) {
 // routerRefused is a refusal reaching the router, which does what the live
 // router does: it hears how the attempt ended, and places it on a backend not
 // yet tried while it has attempts left (for a context-length refusal, only if
-// another backend fits it); otherwise the client gets the refusal.
+// another backend fits it); otherwise the client gets the refusal. An attempt
+// whose client gave up on the way (timed out) is only accounted for.
 func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool) {
 	rs := s.routers[a.router]
 	s.syncRegion(rs.region)
 	sub, b := rs.subs[a.pool], a.backend
+	fits := f != client.Invalid || s.anotherFits(sub, s.local[b], a.tokens())
 	switch {
 	case f == client.Errored && !neverSent: // the connection broke before the first byte
 		s.tellRouter(a, router.Result{Kind: router.Errored})
@@ -928,11 +932,20 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 	case f == client.Rejected:
 		s.tellRouter(a, router.Result{Kind: router.Overloaded})
 	case f == client.Invalid:
-		s.tellRouter(a, router.Result{Kind: router.TooLong, Tokens: a.tokens(), Limit: a.limit})
+		// The simulated gateway refuses it before counting it (the live one
+		// counts it, then reports it done): either way nothing stays pending.
+		sub.Undispatch(s.local[b])
+		if fits { // else the 400 goes to the client as the request's own fault
+			s.tellRouter(a, router.Result{Kind: router.TooLong, Tokens: a.tokens(), Limit: a.limit})
+		}
+	}
+	if a.done {
+		s.attempts.del(a.id)
+		return
 	}
 	a.told, a.refusal = true, f
 	a.tried = append(a.tried, b)
-	if len(a.tried) < s.cfg.RouterAttempts && (f != client.Invalid || s.anotherFits(sub, s.local[b], a.tokens())) {
+	if len(a.tried) < s.cfg.RouterAttempts && fits {
 		exclude := make([]int, len(a.tried))
 		for i, t := range a.tried {
 			exclude[i] = s.local[t]

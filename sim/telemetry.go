@@ -183,6 +183,9 @@ func (s *simulation) faulted(a *attempt) bool {
 		if s.track {
 			bs.errs.Observe(s.now, true)
 		}
+		// Failed before the gateway counted it: its router must not keep it
+		// pending (a live gateway counts it, then reports it done).
+		s.routers[a.router].subs[a.pool].Undispatch(s.local[b])
 		fail(client.Errored)
 	default:
 		return false

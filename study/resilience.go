@@ -588,6 +588,8 @@ func burstReaction(marks []sim.Mark, from, to time.Duration) (float64, bool) {
 	if len(onsets) == 0 || len(changes) == 0 {
 		return -1, false
 	}
+	slices.Sort(onsets)
+	slices.Sort(changes)
 	all := true
 	var times []float64
 	for i, on := range onsets {

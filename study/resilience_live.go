@@ -374,8 +374,8 @@ func (lr *liveRecorder) watchRouters(ctx context.Context, f *fleet.Fleet, failed
 			if failedAt[ri] >= 0 {
 				continue
 			}
-			for _, b := range rs.Backends() {
-				if faulty[b.Name] && b.State == "failed" {
+			for name, state := range rs.States() {
+				if faulty[name] && state == "failed" {
 					lr.mu.Lock()
 					failedAt[ri], _ = lr.since(time.Now())
 					lr.mu.Unlock()

@@ -83,8 +83,6 @@ func TestResilienceOptionsChecked(t *testing.T) {
 	}
 }
 
-// TestLiveSpecs: a live study pairs every run with its simulator twin at
-// the live scale, with the live policies and windows.
 // TestWanJitterAblation: the wan-jitter phase adds pressure without the
 // network signals to the arms, unless the policies are chosen.
 func TestWanJitterAblation(t *testing.T) {
@@ -126,6 +124,8 @@ func TestWanJitterAblation(t *testing.T) {
 	}
 }
 
+// TestLiveSpecs: a live study pairs every run with its simulator twin at
+// the live scale, with the live policies and windows.
 func TestLiveSpecs(t *testing.T) {
 	specs, err := ResilienceSpecs(ResilienceOptions{Quick: true, Live: LivePhaseRunner{}, Phases: []string{"failover"}})
 	if err != nil {

@@ -316,7 +316,7 @@ func (s *Server) learnLimit(limit int) {
 	changed := s.adm != nil && s.adm.LearnLimit(s.now(), limit)
 	s.mu.Unlock()
 	if changed {
-		s.cfg.Logger.Info("engine refused a prompt over its context limit; telling the routers", "gateway", s.cfg.ID, "limit", limit)
+		s.cfg.Logger.Info("engine refused a prompt over its context limit; its reports now carry it", "gateway", s.cfg.ID, "limit", limit)
 		s.pokeStats()
 	}
 }

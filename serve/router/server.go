@@ -645,6 +645,22 @@ func (s *Server) Backends() []BackendInfo {
 	return out
 }
 
+// States returns each backend's lifecycle state (as Backends names it),
+// by backend name. Unlike Backends it computes no weights, so polling it
+// leaves a weighting policy's hysteresis alone.
+func (s *Server) States() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(s.backends))
+	if s.core == nil {
+		return out
+	}
+	for i, st := range s.core.Backends(s.now()) {
+		out[s.backends[i].name] = st.StateName
+	}
+	return out
+}
+
 // LastWeights returns the policy's weights as its last pick left them, for
 // a policy whose weights move (policy.WeightKeeper); nil otherwise. Unlike
 // Backends, it recomputes nothing, so watching it changes no placement.
