@@ -165,6 +165,17 @@ func (r *Router) decide(now time.Duration, w *waiter) policy.Decision {
 	return d
 }
 
+// OthersFit reports whether a backend other than b may hold a request of
+// tokens, by the limits this router knows (advertised or learned).
+func (r *Router) OthersFit(b, tokens int) bool {
+	for i := range r.views {
+		if i != b && (r.views[i].MaxModelLen == 0 || tokens <= r.views[i].MaxModelLen) {
+			return true
+		}
+	}
+	return false
+}
+
 // Undispatch takes back a dispatch to backend that is known never to have
 // reached its gateway (the connection was refused), so that the gateway's
 // stats will never count it.

@@ -856,7 +856,13 @@ func (s *simulation) applyOutcomes(p int) {
 
 // back is the latency of a response from backend b to the client of attempt a.
 func (s *simulation) back(a *attempt, b int) time.Duration {
-	return s.cfg.Latency[s.backends[b].spec.Region][s.routers[a.router].region] + s.cfg.ClientLatency + s.pathDelay(b)
+	return s.toRouter(a, b) + s.cfg.ClientLatency
+}
+
+// toRouter is the latency of a message from backend b to the router of
+// attempt a.
+func (s *simulation) toRouter(a *attempt, b int) time.Duration {
+	return s.cfg.Latency[s.backends[b].spec.Region][s.routers[a.router].region] + s.pathDelay(b)
 }
 
 func (s *simulation) gatewayArrive(id uint64) {
@@ -898,8 +904,7 @@ func (s *simulation) gatewayArrive(id uint64) {
 func (s *simulation) refuse(a *attempt, f client.Failure, neverSent bool) {
 	b := a.backend
 	a.place = toRouter
-	e := event{at: s.now + s.cfg.Latency[s.backends[b].spec.Region][s.routers[a.router].region] + s.pathDelay(b),
-		kind: evRouterRefused, id: a.id, b: int32(f)}
+	e := event{at: s.now + s.toRouter(a, b), kind: evRouterRefused, id: a.id, b: int32(f)}
 	if neverSent {
 		e.a = 1
 	}
@@ -915,12 +920,15 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 	rs := s.routers[a.router]
 	s.syncRegion(rs.region)
 	sub, b := rs.subs[a.pool], a.backend
-	fits := f != client.Invalid || s.anotherFits(sub, s.local[b], a.tokens())
+	fits := f != client.Invalid || sub.OthersFit(s.local[b], a.tokens())
 	switch {
-	case f == client.Errored && !neverSent: // the connection broke before the first byte
+	case f == client.Errored: // a refused connection, or one that broke before the first byte
 		s.tellRouter(a, router.Result{Kind: router.Errored})
-	case f == client.Errored: // a refused connection: the request never arrived
-		s.tellRouter(a, router.Result{Kind: router.Errored})
+		if !neverSent {
+			break
+		}
+		// Refused: the request never arrived, and the backend takes nothing
+		// more from this router until its stats say otherwise.
 		sub.Undispatch(s.local[b])
 		if rs.refused == nil {
 			rs.refused = make([]bool, len(s.backends))
@@ -964,17 +972,6 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 func (s *simulation) giveUp(a *attempt) {
 	a.place = responding
 	s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(a.refusal)})
-}
-
-// anotherFits reports whether a backend of sub other than b may hold a
-// request of tokens, by the limits the router knows.
-func (s *simulation) anotherFits(sub *router.Router, b, tokens int) bool {
-	for i, v := range sub.Views() {
-		if i != b && (v.MaxModelLen == 0 || tokens <= v.MaxModelLen) {
-			return true
-		}
-	}
-	return false
 }
 
 // submit hands an admitted attempt to the engine.

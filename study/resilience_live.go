@@ -331,6 +331,23 @@ func (lr *liveRecorder) inject(ctx context.Context, f *fleet.Fleet, faults []sim
 	return nil
 }
 
+// markWeights marks "weights" if router rs's policy weights differ from
+// last (nil: not read yet), and returns them.
+func (lr *liveRecorder) markWeights(rs *router.Server, last []int) []int {
+	var ws []int
+	for _, w := range rs.LastWeights() {
+		ws = append(ws, w.Weight)
+	}
+	if last != nil && !slices.Equal(last, ws) {
+		lr.mu.Lock()
+		if at, ok := lr.since(time.Now()); ok {
+			lr.marks = append(lr.marks, sim.Mark{At: at, Backend: -1, What: "weights"})
+		}
+		lr.mu.Unlock()
+	}
+	return ws
+}
+
 // watchRouters polls every router's view of its backends until ctx ends,
 // noting when each first saw a faulty backend Failed after the onset.
 func (lr *liveRecorder) watchRouters(ctx context.Context, f *fleet.Fleet, failedAt []time.Duration) {
@@ -354,21 +371,9 @@ func (lr *liveRecorder) watchRouters(ctx context.Context, f *fleet.Fleet, failed
 	defer tick.Stop()
 	for {
 		for ri, rs := range f.Routers {
-			if !burst {
-				break
+			if burst {
+				last[ri] = lr.markWeights(rs, last[ri])
 			}
-			var ws []int
-			for _, w := range rs.LastWeights() {
-				ws = append(ws, w.Weight)
-			}
-			if last[ri] != nil && !slices.Equal(last[ri], ws) {
-				lr.mu.Lock()
-				if at, ok := lr.since(time.Now()); ok {
-					lr.marks = append(lr.marks, sim.Mark{At: at, Backend: -1, What: "weights"})
-				}
-				lr.mu.Unlock()
-			}
-			last[ri] = ws
 		}
 		for ri, rs := range f.Routers {
 			if failedAt[ri] >= 0 {
