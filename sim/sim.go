@@ -921,8 +921,8 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 	s.syncRegion(rs.region)
 	sub, b := rs.subs[a.pool], a.backend
 	fits := f != client.Invalid || sub.OthersFit(s.local[b], a.tokens())
-	switch {
-	case f == client.Errored: // a refused connection, or one that broke before the first byte
+	switch f {
+	case client.Errored: // a refused connection, or one that broke before the first byte
 		s.tellRouter(a, router.Result{Kind: router.Errored})
 		if !neverSent {
 			break
@@ -937,9 +937,9 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 			rs.refused[b] = true
 			sub.SetEligible(s.local[b], false)
 		}
-	case f == client.Rejected:
+	case client.Rejected:
 		s.tellRouter(a, router.Result{Kind: router.Overloaded})
-	case f == client.Invalid:
+	case client.Invalid:
 		// The simulated gateway refuses it before counting it (the live one
 		// counts it, then reports it done): either way nothing stays pending.
 		sub.Undispatch(s.local[b])
