@@ -1,0 +1,374 @@
+package link
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testGateway is an HTTP server that accepts links, like a gateway.
+type testGateway struct {
+	url   string
+	links *Server
+	hs    *http.Server
+	// started receives each stream's request context as its handler starts.
+	started chan context.Context
+}
+
+// handler streams "n" events (?n=), echoes a POST body, or panics (/panic).
+func (g *testGateway) handler(w http.ResponseWriter, r *http.Request) {
+	if g.started != nil {
+		g.started <- r.Context()
+	}
+	switch r.URL.Path {
+	case "/panic":
+		panic("boom")
+	case "/echo":
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Echo", r.Header.Get("X-Test"))
+		_, _ = w.Write(b)
+	case "/stream":
+		n := 0
+		_, _ = fmt.Sscan(r.URL.Query().Get("n"), &n)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		for i := range n {
+			if _, err := fmt.Fprintf(w, "data: %d\n\n", i); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	case "/hang":
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	case "/flood":
+		chunk := make([]byte, 64<<10)
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func startGateway(t *testing.T, withLinks bool) *testGateway {
+	t.Helper()
+	g := &testGateway{}
+	mux := http.NewServeMux()
+	api := http.HandlerFunc(g.handler)
+	g.links = NewServer(api, nil)
+	if withLinks {
+		mux.Handle("GET "+Path, g.links)
+	}
+	mux.Handle("/", api)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.url = "http://" + ln.Addr().String()
+	g.hs = &http.Server{Handler: mux}
+	go func() { _ = g.hs.Serve(ln) }()
+	t.Cleanup(func() {
+		g.links.Close()
+		_ = g.hs.Close()
+	})
+	return g
+}
+
+func newTransport(t *testing.T) *Transport {
+	tr := NewTransport(&http.Transport{})
+	t.Cleanup(tr.Close)
+	return tr
+}
+
+func get(t *testing.T, ctx context.Context, tr http.RoundTripper, url string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.RoundTrip(req)
+}
+
+func TestStreamsShareOneLink(t *testing.T) {
+	g := startGateway(t, true)
+	tr := newTransport(t)
+	const streams, events = 40, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	for s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := events + s
+			resp, err := get(t, context.Background(), tr, fmt.Sprintf("%s/stream?n=%d", g.url, n))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			var want strings.Builder
+			for i := range n {
+				fmt.Fprintf(&want, "data: %d\n\n", i)
+			}
+			if err != nil || string(b) != want.String() || resp.Header.Get("Content-Type") != "text/event-stream" {
+				errs <- fmt.Errorf("stream %d: %d bytes, err %w, header %v", s, len(b), err, resp.Header)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := tr.Links(); n != 1 {
+		t.Fatalf("%d links open, want every stream on one", n)
+	}
+}
+
+func TestRequestBodyAndHeaders(t *testing.T) {
+	g := startGateway(t, true)
+	tr := newTransport(t)
+	body := strings.Repeat("x", 100<<10)
+	req, _ := http.NewRequest(http.MethodPost, g.url+"/echo", strings.NewReader(body))
+	req.Header.Set("X-Test", "yes")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(b) != body || resp.Header.Get("X-Echo") != "yes" {
+		t.Fatalf("echo: %d, %d bytes, header %v", resp.StatusCode, len(b), resp.Header)
+	}
+	resp, err = get(t, context.Background(), tr, g.url+"/missing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || tr.Links() != 1 {
+		t.Fatalf("missing path: %d over %d links", resp.StatusCode, tr.Links())
+	}
+}
+
+func TestFallbackWhenTheHostRefusesTheUpgrade(t *testing.T) {
+	g := startGateway(t, false) // a plain server: the upgrade path is a 404
+	tr := newTransport(t)
+	for range 3 {
+		resp, err := get(t, context.Background(), tr, g.url+"/stream?n=3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "data: 0\n\ndata: 1\n\ndata: 2\n\n" {
+			t.Fatalf("over plain HTTP: %q", b)
+		}
+	}
+	if tr.Links() != 0 {
+		t.Fatal("a link to a host that refused the upgrade")
+	}
+}
+
+func TestRefusedDialIsADialError(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	_, err := get(t, context.Background(), newTransport(t), "http://"+addr+"/health")
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		t.Fatalf("dialing a closed port: %v; want a dial error", err)
+	}
+}
+
+func TestCancelAndCloseResetTheStream(t *testing.T) {
+	g := startGateway(t, true)
+	g.started = make(chan context.Context, 4)
+	tr := newTransport(t)
+
+	// The client's context ends mid-stream: the read fails, the handler's
+	// context ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := get(t, ctx, tr, g.url+"/hang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hctx := <-g.started
+	cancel()
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, context.Canceled) {
+		t.Fatalf("read after cancel: %v", err)
+	}
+	resp.Body.Close()
+	waitDone(t, hctx, "the handler of a cancelled stream")
+
+	// The body closed before its end: the handler's context ends.
+	resp, err = get(t, context.Background(), tr, g.url+"/hang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hctx = <-g.started
+	resp.Body.Close()
+	waitDone(t, hctx, "the handler of a closed body")
+	if tr.Links() != 1 {
+		t.Fatal("a reset closed the link")
+	}
+}
+
+func TestGatewayGoneMidStream(t *testing.T) {
+	g := startGateway(t, true)
+	g.started = make(chan context.Context, 4)
+	tr := newTransport(t)
+	resp, err := get(t, context.Background(), tr, g.url+"/hang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+	g.links.Close() // a crash: the link drops
+	if _, err := io.ReadAll(resp.Body); err == nil || errors.Is(err, io.EOF) {
+		t.Fatalf("read after the link dropped: %v; want an error", err)
+	}
+	resp.Body.Close()
+}
+
+func TestShutdownDrains(t *testing.T) {
+	g := startGateway(t, true)
+	g.started = make(chan context.Context, 4)
+	tr := newTransport(t)
+	resp, err := get(t, context.Background(), tr, g.url+"/stream?n=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	<-g.started
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { g.links.Shutdown(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("Shutdown with no stream in flight waited")
+	}
+	// The router hears GOAWAY and drops the link; the next upgrade is
+	// refused (shutting down), so requests go over plain HTTP.
+	waitFor(t, "the link to close", func() bool { return tr.Links() == 0 })
+	resp, err = get(t, context.Background(), tr, g.url+"/stream?n=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "data: 0\n\ndata: 1\n\n" || tr.Links() != 0 {
+		t.Fatalf("after shutdown: %q over %d links", b, tr.Links())
+	}
+}
+
+func TestHandlerPanicFailsOnlyItsStream(t *testing.T) {
+	g := startGateway(t, true)
+	tr := newTransport(t)
+	resp, err := get(t, context.Background(), tr, g.url+"/panic")
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("a panicking handler answered %d", resp.StatusCode)
+	}
+	resp, err = get(t, context.Background(), tr, g.url+"/stream?n=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+func TestSlowReaderFailsAlone(t *testing.T) {
+	g := startGateway(t, true)
+	tr := newTransport(t)
+	flood, err := get(t, context.Background(), tr, g.url+"/flood")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flood.Body.Close()
+	// Nobody reads the flood: past MaxStreamBuffer it fails, and the link
+	// goes on serving other streams.
+	waitFor(t, "the unread stream to fail", func() bool {
+		resp, err := get(t, context.Background(), tr, g.url+"/stream?n=2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		flood.Body.(*clientStream).mu.Lock()
+		defer flood.Body.(*clientStream).mu.Unlock()
+		return flood.Body.(*clientStream).err != nil
+	})
+	if _, err := io.ReadAll(flood.Body); err == nil || !strings.Contains(err.Error(), "fell") {
+		t.Fatalf("reading the flood: %v", err)
+	}
+}
+
+func TestProtocolErrorsCloseTheLink(t *testing.T) {
+	g := startGateway(t, true)
+	nc, err := net.Dial("tcp", strings.TrimPrefix(g.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = nc.Close() }()
+	br, ok := handshake(nc, "x")
+	if !ok {
+		t.Fatal("handshake refused")
+	}
+	if _, err := nc.Write(appendFrame(nil, frameData, 1, []byte("not for a gateway"))); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after a bad frame: %v; want the gateway to close the link", err)
+	}
+}
+
+func TestUpgradeNeedsTheToken(t *testing.T) {
+	g := startGateway(t, true)
+	resp, err := http.Get(g.url + Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(bufio.NewReader(resp.Body))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), Proto) {
+		t.Fatalf("upgrade without the token: %d %q", resp.StatusCode, b)
+	}
+}
+
+func waitDone(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatalf("%s still runs", what)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}

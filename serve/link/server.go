@@ -1,0 +1,290 @@
+package link
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+)
+
+// Server accepts links on a gateway and serves each of their streams with
+// the gateway's handler.
+type Server struct {
+	handler http.Handler
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	conns   map[*serverConn]struct{}
+	closing bool
+	streams sync.WaitGroup
+}
+
+// NewServer serves link streams with h.
+func NewServer(h http.Handler, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{handler: h, log: log, conns: make(map[*serverConn]struct{})}
+}
+
+// ErrShutdown ends a stream the server would not start because it is
+// shutting down.
+var ErrShutdown = errors.New("link: the gateway is shutting down")
+
+// ServeHTTP upgrades the connection to a link and serves it until it closes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), Proto) {
+		http.Error(w, fmt.Sprintf("link: want Upgrade: %s on %s", Proto, Path), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		http.Error(w, ErrShutdown.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, "link: this connection cannot be upgraded", http.StatusInternalServerError)
+		return
+	}
+	nc, rw, err := hj.Hijack()
+	if err != nil {
+		s.log.Warn("link upgrade failed", "err", err)
+		return
+	}
+	if _, err := rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + Proto + "\r\n\r\n"); err != nil || rw.Flush() != nil {
+		_ = nc.Close()
+		return
+	}
+	c := &serverConn{srv: s, snd: newSender(nc), br: rw.Reader, remote: nc.RemoteAddr().String(), streams: make(map[uint32]*serverStream)}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	go c.snd.loop()
+	c.readLoop()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Shutdown stops taking streams, tells every router so, and waits for the
+// streams in flight to end or ctx to, then closes every link.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.mu.Lock()
+	s.closing = true
+	for c := range s.conns {
+		_ = c.snd.send(frameGoAway, 0)
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.streams.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	s.Close()
+}
+
+// Close stops taking streams and closes every link at once, as a crash
+// would: the streams in flight fail.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closing = true
+	conns := make([]*serverConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.snd.fail(net.ErrClosed)
+	}
+}
+
+type serverConn struct {
+	srv    *Server
+	snd    *sender
+	br     *bufio.Reader
+	remote string
+
+	mu      sync.Mutex
+	streams map[uint32]*serverStream
+}
+
+type serverStream struct {
+	cancel context.CancelCauseFunc
+}
+
+var errReset = errors.New("link: the router reset the stream")
+
+func (c *serverConn) readLoop() {
+	var scratch []byte
+	var err error
+	for {
+		var typ byte
+		var id uint32
+		var p []byte
+		if typ, id, p, err = readFrame(c.br, &scratch); err != nil {
+			break
+		}
+		switch typ {
+		case frameRequest:
+			err = c.start(id, p)
+		case frameReset:
+			c.mu.Lock()
+			if st := c.streams[id]; st != nil {
+				st.cancel(errReset)
+			}
+			c.mu.Unlock()
+		default:
+			err = fmt.Errorf("link: unexpected frame type %d from a router", typ)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		c.srv.log.Warn("link closed", "router", c.remote, "err", err)
+	}
+	c.snd.fail(fmt.Errorf("link: %w", err))
+	c.mu.Lock()
+	for _, st := range c.streams {
+		st.cancel(errors.New("link: the connection to the router closed"))
+	}
+	c.mu.Unlock()
+}
+
+// start begins serving stream id; an error is the router's protocol fault
+// and closes the link.
+func (c *serverConn) start(id uint32, p []byte) error {
+	req, err := decodeRequest(p)
+	if err != nil {
+		return err
+	}
+	u, err := url.ParseRequestURI(req.uri)
+	if err != nil {
+		return fmt.Errorf("link: request URI %q: %w", req.uri, err)
+	}
+	c.srv.mu.Lock()
+	closing := c.srv.closing
+	if !closing {
+		c.srv.streams.Add(1)
+	}
+	c.srv.mu.Unlock()
+	if closing {
+		return c.snd.send(frameEnd, id, []byte(ErrShutdown.Error()))
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	c.mu.Lock()
+	if c.streams[id] != nil {
+		c.mu.Unlock()
+		cancel(nil)
+		c.srv.streams.Done()
+		return fmt.Errorf("link: stream %d opened twice", id)
+	}
+	c.streams[id] = &serverStream{cancel: cancel}
+	c.mu.Unlock()
+	hr := &http.Request{Method: req.method, URL: u, RequestURI: req.uri, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: req.header, Host: req.header.Get("Host"), RemoteAddr: c.remote, ContentLength: int64(len(req.body)),
+		Body: io.NopCloser(bytes.NewReader(req.body))}
+	hr.Header.Del("Host")
+	go c.serve(ctx, id, hr.WithContext(ctx), cancel)
+	return nil
+}
+
+func (c *serverConn) serve(ctx context.Context, id uint32, r *http.Request, cancel context.CancelCauseFunc) {
+	w := &streamWriter{conn: c, id: id, ctx: ctx, header: make(http.Header)}
+	defer func() {
+		end := []byte(nil)
+		if v := recover(); v != nil {
+			c.srv.log.Error("link stream handler panicked", "path", r.URL.Path, "panic", v)
+			end = []byte(fmt.Sprintf("link: the gateway's handler failed: %v", v))
+		} else if !w.wroteHeader {
+			w.WriteHeader(http.StatusOK)
+		}
+		if w.err != nil && end == nil {
+			end = []byte(w.err.Error()) // a header too large to encode
+		}
+		if ctx.Err() == nil {
+			_ = c.snd.send(frameEnd, id, end) // fails harmlessly if the link did
+		}
+		c.mu.Lock()
+		delete(c.streams, id)
+		c.mu.Unlock()
+		cancel(nil)
+		c.srv.streams.Done()
+	}()
+	c.srv.handler.ServeHTTP(w, r)
+}
+
+// streamWriter is a stream's http.ResponseWriter: the header leaves as a
+// RESPONSE frame, every write as a DATA frame queued for the link at once
+// (so Flush has nothing left to do).
+type streamWriter struct {
+	conn        *serverConn
+	id          uint32
+	ctx         context.Context
+	header      http.Header
+	wroteHeader bool
+	err         error
+	scratch     []byte
+}
+
+func (w *streamWriter) Header() http.Header { return w.header }
+
+func (w *streamWriter) WriteHeader(status int) {
+	if w.wroteHeader || status < 200 || status > 999 {
+		return
+	}
+	w.wroteHeader = true
+	b, err := appendResponse(w.scratch[:0], status, w.header)
+	if err != nil {
+		w.err = err
+		return
+	}
+	w.scratch = b
+	w.err = w.conn.snd.send(frameResponse, w.id, b)
+}
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if err := w.ctx.Err(); err != nil {
+		return 0, context.Cause(w.ctx)
+	}
+	n := 0
+	for len(p) > 0 {
+		chunk := p[:min(len(p), MaxFrame)]
+		if w.err = w.conn.snd.send(frameData, w.id, chunk); w.err != nil {
+			return n, w.err
+		}
+		n += len(chunk)
+		p = p[len(chunk):]
+	}
+	return n, nil
+}
+
+// Flush sends the header if nothing has been written yet.
+func (w *streamWriter) Flush() {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+}

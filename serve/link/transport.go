@@ -1,0 +1,460 @@
+package link
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MaxStreamBuffer is how far a stream's reader may fall behind its link
+// before the stream fails (the link's other streams must not wait for it).
+const MaxStreamBuffer = 8 << 20
+
+// How long a backend that refused the upgrade is reached over plain HTTP
+// before the next try, and the longest wait for a link's handshake.
+const (
+	retryUpgradeAfter = time.Minute
+	handshakeTimeout  = 5 * time.Second
+)
+
+// Transport is an http.RoundTripper that sends requests to hosts that speak
+// the link protocol over one link per host, and everything else (https,
+// hosts that refused the upgrade, requests too large for a frame) through
+// Fallback.
+type Transport struct {
+	Fallback http.RoundTripper
+	dialer   net.Dialer
+
+	mu     sync.Mutex
+	hosts  map[string]*hostLink
+	closed bool
+}
+
+// NewTransport returns a Transport over fallback.
+func NewTransport(fallback http.RoundTripper) *Transport {
+	return &Transport{Fallback: fallback, dialer: net.Dialer{Timeout: handshakeTimeout, KeepAlive: 15 * time.Second},
+		hosts: make(map[string]*hostLink)}
+}
+
+// hostLink is one host's link, opened on first use.
+type hostLink struct {
+	mu        sync.Mutex // held while dialing
+	conn      *clientConn
+	plainTill time.Time // the host refused the upgrade: plain HTTP until then
+}
+
+// Close closes every link; their streams in flight fail. The fallback's
+// idle connections close too.
+func (t *Transport) Close() {
+	t.mu.Lock()
+	t.closed = true
+	hosts := t.hosts
+	t.hosts = make(map[string]*hostLink)
+	t.mu.Unlock()
+	for _, h := range hosts {
+		h.mu.Lock()
+		if h.conn != nil {
+			h.conn.snd.fail(net.ErrClosed)
+		}
+		h.mu.Unlock()
+	}
+	t.CloseIdleConnections()
+}
+
+// CloseIdleConnections closes the fallback's idle connections (links are
+// never idle in that sense: they close with Close).
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.Fallback.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// Links counts the hosts with an open link.
+func (t *Transport) Links() int {
+	t.mu.Lock()
+	hosts := make([]*hostLink, 0, len(t.hosts))
+	for _, h := range t.hosts {
+		hosts = append(hosts, h)
+	}
+	t.mu.Unlock()
+	n := 0
+	for _, h := range hosts {
+		h.mu.Lock()
+		if h.conn != nil && !h.conn.done() {
+			n++
+		}
+		h.mu.Unlock()
+	}
+	return n
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "http" || req.Header.Get("Upgrade") != "" {
+		return t.Fallback.RoundTrip(req)
+	}
+	c, err := t.link(req.Context(), req.URL.Host)
+	if err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	if c == nil {
+		return t.Fallback.RoundTrip(req)
+	}
+	var body []byte
+	if req.Body != nil {
+		body, err = io.ReadAll(io.LimitReader(req.Body, MaxFrame+1))
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("link: reading the request body: %w", err)
+		}
+	}
+	h := req.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	h.Set("Host", host)
+	payload, err := appendRequest(nil, req.Method, req.URL.RequestURI(), h, body)
+	if err != nil {
+		return nil, err
+	}
+	if len(payload) > MaxFrame {
+		return nil, fmt.Errorf("link: request of %d bytes is larger than a frame (%d)", len(payload), MaxFrame)
+	}
+	return c.roundTrip(req, payload)
+}
+
+// link returns host's open link, opening one if need be; nil (and no error)
+// means the host speaks plain HTTP only. A dial error is returned as is, so
+// that callers can tell a refused connection.
+func (t *Transport) link(ctx context.Context, host string) (*clientConn, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, nil
+	}
+	h := t.hosts[host]
+	if h == nil {
+		h = &hostLink{}
+		t.hosts[host] = h
+	}
+	t.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn != nil && !h.conn.done() && !h.conn.draining() {
+		return h.conn, nil
+	}
+	if time.Now().Before(h.plainTill) {
+		return nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handshakeTimeout)
+	defer cancel()
+	nc, err := t.dialer.DialContext(dctx, "tcp", host)
+	if err != nil {
+		return nil, err
+	}
+	br, ok := handshake(nc, host)
+	if !ok {
+		_ = nc.Close()
+		h.plainTill = time.Now().Add(retryUpgradeAfter)
+		return nil, nil
+	}
+	c := &clientConn{snd: newSender(nc), br: br, streams: make(map[uint32]*clientStream)}
+	go c.snd.loop()
+	go c.readLoop()
+	h.conn = c
+	return c, nil
+}
+
+// handshake asks for the upgrade; false if the host said anything but yes.
+func handshake(nc net.Conn, host string) (*bufio.Reader, bool) {
+	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer func() { _ = nc.SetDeadline(time.Time{}) }()
+	req := "GET " + Path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: Upgrade\r\nUpgrade: " + Proto + "\r\n\r\n"
+	if _, err := io.WriteString(nc, req); err != nil {
+		return nil, false
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return nil, false
+	}
+	_ = resp.Body.Close()
+	return br, resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(resp.Header.Get("Upgrade"), Proto)
+}
+
+// clientConn is the router's end of one link.
+type clientConn struct {
+	snd *sender
+	br  *bufio.Reader
+
+	mu        sync.Mutex
+	streams   map[uint32]*clientStream
+	nextID    uint32
+	goingAway bool
+}
+
+func (c *clientConn) done() bool {
+	select {
+	case <-c.snd.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *clientConn) draining() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.goingAway
+}
+
+// roundTrip sends one request and waits for its response header.
+func (c *clientConn) roundTrip(req *http.Request, payload []byte) (*http.Response, error) {
+	st := &clientStream{conn: c, head: make(chan error, 1), notify: make(chan struct{}, 1)}
+	c.mu.Lock()
+	c.nextID++
+	st.id = c.nextID
+	c.streams[st.id] = st
+	c.mu.Unlock()
+	if err := c.snd.send(frameRequest, st.id, payload); err != nil {
+		c.remove(st.id)
+		return nil, fmt.Errorf("link: sending the request: %w", err)
+	}
+	ctx := req.Context()
+	st.stop = context.AfterFunc(ctx, func() { st.abort(ctx.Err()) })
+	if err := <-st.head; err != nil {
+		st.stop()
+		return nil, err
+	}
+	return &http.Response{Status: fmt.Sprintf("%d %s", st.status, http.StatusText(st.status)), StatusCode: st.status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: st.header, Body: st, ContentLength: -1, Request: req}, nil
+}
+
+func (c *clientConn) remove(id uint32) *clientStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.streams[id]
+	delete(c.streams, id)
+	if c.goingAway && len(c.streams) == 0 {
+		go c.snd.fail(errGoneAway)
+	}
+	return st
+}
+
+var errGoneAway = errors.New("link: the gateway is shutting down")
+
+func (c *clientConn) stream(id uint32) *clientStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streams[id]
+}
+
+func (c *clientConn) readLoop() {
+	var scratch []byte
+	var err error
+	for err == nil {
+		var typ byte
+		var id uint32
+		var p []byte
+		if typ, id, p, err = readFrame(c.br, &scratch); err != nil {
+			break
+		}
+		switch typ {
+		case frameResponse:
+			if st := c.stream(id); st != nil {
+				status, h, derr := decodeResponse(p)
+				if derr != nil {
+					err = derr
+					break
+				}
+				st.respond(status, h)
+			}
+		case frameData:
+			if st := c.stream(id); st != nil {
+				st.push(p)
+			}
+		case frameEnd:
+			if st := c.remove(id); st != nil {
+				st.end(p)
+			}
+		case frameGoAway:
+			c.mu.Lock()
+			c.goingAway = true
+			idle := len(c.streams) == 0
+			c.mu.Unlock()
+			if idle {
+				err = errGoneAway
+			}
+		default:
+			err = fmt.Errorf("link: unexpected frame type %d from a gateway", typ)
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	c.snd.fail(fmt.Errorf("link: connection lost: %w", err))
+	c.mu.Lock()
+	streams := c.streams
+	c.streams = make(map[uint32]*clientStream)
+	c.mu.Unlock()
+	for _, st := range streams {
+		st.fail(fmt.Errorf("link: connection to the gateway lost: %w", err))
+	}
+}
+
+// clientStream is one request on a link; after the response header it is
+// the response body.
+type clientStream struct {
+	conn   *clientConn
+	id     uint32
+	head   chan error // capacity 1: the header arrived (nil) or the stream failed first
+	notify chan struct{}
+	stop   func() bool // stops watching the request's context
+
+	status int
+	header http.Header
+
+	mu       sync.Mutex
+	answered bool
+	buf      []byte
+	off      int
+	ended    bool
+	err      error
+	closed   bool
+}
+
+func (st *clientStream) respond(status int, h http.Header) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.answered {
+		return
+	}
+	st.answered, st.status, st.header = true, status, h
+	st.head <- nil
+}
+
+func (st *clientStream) push(p []byte) {
+	st.mu.Lock()
+	if st.closed || st.err != nil {
+		st.mu.Unlock()
+		return
+	}
+	if st.off > 0 && st.off == len(st.buf) {
+		st.buf, st.off = st.buf[:0], 0
+	}
+	if len(st.buf)-st.off+len(p) > MaxStreamBuffer {
+		st.mu.Unlock()
+		st.abort(fmt.Errorf("link: the response's reader fell %d bytes behind", MaxStreamBuffer))
+		return
+	}
+	st.buf = append(st.buf, p...)
+	st.mu.Unlock()
+	st.wake()
+}
+
+func (st *clientStream) wake() {
+	select {
+	case st.notify <- struct{}{}:
+	default:
+	}
+}
+
+// end is the gateway's END: a clean end of the body, or an error.
+func (st *clientStream) end(p []byte) {
+	if len(p) > 0 {
+		st.fail(errors.New(string(p)))
+		return
+	}
+	st.mu.Lock()
+	st.ended = true
+	if !st.answered { // END without a header: not a valid answer
+		st.answered = true
+		st.head <- errors.New("link: the gateway ended a stream without answering")
+	}
+	st.mu.Unlock()
+	st.wake()
+}
+
+// fail ends the stream with err (the first end wins).
+func (st *clientStream) fail(err error) {
+	st.mu.Lock()
+	if st.err == nil && !st.ended {
+		st.err = err
+	}
+	if !st.answered {
+		st.answered = true
+		st.head <- err
+	}
+	st.mu.Unlock()
+	st.wake()
+}
+
+// abort fails the stream from the router's side and tells the gateway.
+func (st *clientStream) abort(err error) {
+	st.fail(err)
+	if st.conn.remove(st.id) != nil {
+		_ = st.conn.snd.send(frameReset, st.id)
+	}
+}
+
+// Read implements io.Reader for the response body.
+func (st *clientStream) Read(p []byte) (int, error) {
+	for {
+		st.mu.Lock()
+		if st.off < len(st.buf) {
+			n := copy(p, st.buf[st.off:])
+			st.off += n
+			st.mu.Unlock()
+			return n, nil
+		}
+		err, ended, closed := st.err, st.ended, st.closed
+		st.mu.Unlock()
+		switch {
+		case err != nil:
+			return 0, err
+		case ended:
+			return 0, io.EOF
+		case closed:
+			return 0, errors.New("link: read on a closed body")
+		}
+		<-st.notify
+	}
+}
+
+// Close implements io.Closer: a body closed before its end resets the
+// stream, so the gateway stops working on it.
+func (st *clientStream) Close() error {
+	st.mu.Lock()
+	already := st.closed
+	st.closed = true
+	st.buf, st.off = nil, 0
+	st.mu.Unlock()
+	if already {
+		return nil
+	}
+	if st.stop != nil {
+		st.stop()
+	}
+	if st.conn.remove(st.id) != nil {
+		_ = st.conn.snd.send(frameReset, st.id)
+	}
+	st.wake()
+	return nil
+}
