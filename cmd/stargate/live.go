@@ -246,6 +246,7 @@ each backend's state, stats and weight.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "http://%s\n", ln.Addr())
 			err = serveHandler(gctx, ln, srv.Handler())
+			srv.Close()
 			cancel()
 			if werr := g.Wait(); werr != nil && !errors.Is(werr, context.Canceled) && err == nil {
 				err = failure{werr}
@@ -255,6 +256,7 @@ each backend's state, stats and weight.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
+	f.BoolVar(&cfg.Link, "link", cfg.Link, "reach gateways over one multiplexed connection each (plain HTTP for backends that do not accept it)")
 	f.StringVar(&cfg.ID, "id", cfg.ID, "this replica's name, sent to gateways")
 	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "placement policy ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
 	f.StringVar(&keyFile, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) gateways sign their stats with")

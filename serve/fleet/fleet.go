@@ -240,6 +240,7 @@ func (f *Fleet) KillBackend(b int) error {
 	f.killed[b] = true
 	f.stopGW[b]()
 	_ = f.gatewayHS[b].Close()
+	f.Gateways[b].CloseLinks()
 	_ = f.engineHS[b].Close()
 	f.stopEngine[b]()
 	return nil
@@ -301,6 +302,12 @@ func (f *Fleet) Stop() {
 	}
 	for _, hs := range f.servers {
 		_ = hs.Close()
+	}
+	for _, r := range f.Routers {
+		r.Close()
+	}
+	for _, g := range f.Gateways {
+		g.CloseLinks()
 	}
 	f.cancel()
 	f.wg.Wait()

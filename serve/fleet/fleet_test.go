@@ -89,6 +89,9 @@ func TestOpenAIClientThroughFleet(t *testing.T) {
 	if err != nil || len(models.Data) != 1 || models.Data[0].ID != "stargate-mock" {
 		t.Fatalf("models: %+v, %v", models, err)
 	}
+	if n := f.Routers[0].Links(); n == 0 {
+		t.Error("the router reached no gateway over a link")
+	}
 	// A prompt longer than every backend's context: a 400 the client must not retry.
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{}
 	params.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage(strings.Repeat("long ", 110_000))}

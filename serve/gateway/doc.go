@@ -19,6 +19,11 @@
 // operator releases it (POST /admin/workers/{id}/release, signed with the
 // gateway's HMAC key). A health check alone never restores a worker.
 //
+// Routers may reach the gateway over a link (package link, GET
+// /v1/stargate/link upgraded): each stream on it is served by the same
+// handlers as a plain HTTP request. Start's context ending drains the links
+// (no new streams, 5 s for those in flight); CloseLinks drops them at once.
+//
 // The gateway scrapes the engine's /metrics (vLLM's names) and sends every
 // router its stats, signed, whenever they change (coalesced) and at least
 // every heartbeat interval; the first message registers the backend.

@@ -158,6 +158,11 @@ func TestEngineKilledMidStream(t *testing.T) {
 	}
 	resp.Body.Close()
 
+	// The answer can reach the client before the gateway books it.
+	waitFor(t, 2*time.Second, "every request to be booked", func() bool {
+		c := g.Counts()
+		return c.Completed+sum(c.Failed)+sum(c.Rejected) == c.Accepted
+	})
 	c := g.Counts()
 	ended := c.Completed + sum(c.Failed) + sum(c.Rejected)
 	if c.Accepted != 3 || ended != 3 || c.Completed != 1 || c.Failed[ReasonEngineLost] != 1 || c.Failed[ReasonClientCancelled] != 1 {

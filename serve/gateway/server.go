@@ -17,6 +17,7 @@ import (
 
 	core "github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/serve/auth"
+	"github.com/stargate-llm/stargate/serve/link"
 	"github.com/stargate-llm/stargate/serve/wire"
 	"github.com/stargate-llm/stargate/telemetry"
 	"github.com/stargate-llm/stargate/telemetry/scrape"
@@ -143,6 +144,10 @@ type Server struct {
 	prevTTFT []scrape.Histogram
 	started  bool
 	admitBuf []core.Request
+	// api serves the OpenAI, health, metrics and admin paths, over plain
+	// HTTP and over the links routers open (links).
+	api   http.Handler
+	links *link.Server
 }
 
 // waiter is a request waiting for the admission core or a worker permit.
@@ -184,6 +189,8 @@ func New(cfg Config) (*Server, error) {
 		s.ops = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
 	}
 	s.met = newMetrics(s)
+	s.api = s.newAPI()
+	s.links = link.NewServer(s.api, s.log)
 	return s, nil
 }
 
@@ -240,8 +247,18 @@ func (s *Server) Start(ctx context.Context) error {
 	s.goLoop(func() { s.scrapeLoop(ctx) })
 	s.goLoop(func() { s.fenceLoop(ctx) })
 	s.goLoop(func() { <-ctx.Done(); close(s.stopped) })
+	s.goLoop(func() {
+		<-ctx.Done()
+		grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.links.Shutdown(grace)
+	})
 	return nil
 }
+
+// CloseLinks closes every router's link at once, as a crash would (the
+// streams on them fail); plain HTTP connections are the http.Server's.
+func (s *Server) CloseLinks() { s.links.Close() }
 
 func (s *Server) goLoop(f func()) {
 	s.loops.Add(1)
@@ -304,8 +321,16 @@ func (s *Server) fetchModels(ctx context.Context) ([]string, int, error) {
 	return models, maxLen, nil
 }
 
-// Handler serves the OpenAI API, /health, /metrics and the admin API.
+// Handler serves the OpenAI API, /health, /metrics and the admin API, and
+// accepts routers' links (link.Path), whose streams it serves the same way.
 func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+link.Path, s.links)
+	mux.Handle("/", s.api)
+	return mux
+}
+
+func (s *Server) newAPI() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
 	mux.HandleFunc("POST /v1/completions", s.complete)

@@ -35,6 +35,14 @@
 // The router core hears how every attempt ended, so errors, overload and
 // context-length refusals are separate signals.
 //
+// With Config.Link (the default) the router reaches each gateway over a
+// link (package link): one connection per gateway carrying every stream,
+// opened as an HTTP upgrade on the gateway's port. A backend that refuses
+// the upgrade (an engine, vLLM) is reached over plain HTTP/1.1, as every
+// backend is with Link off. The retry, cancel and failure rules are the
+// same either way: a link that drops fails its streams like closed
+// connections, and a refused dial is a refused connection.
+//
 // Every request the router accepts ends as exactly one of completed, failed
 // (with its reason) or rejected (with its reason); Counts and
 // stargate_router_requests_total report them.

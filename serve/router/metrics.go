@@ -36,10 +36,11 @@ var (
 	descFallback = prometheus.NewDesc("stargate_telemetry_fallback", "1 when a backend's score runs without hardware signals (its DCGM source is missing).", []string{"backend"}, nil)
 	descErrRate  = prometheus.NewDesc("stargate_router_backend_error_rate", "Each backend's recent error rate as this router saw it.", []string{"backend"}, nil)
 	descRTT      = prometheus.NewDesc("stargate_router_backend_rtt_seconds", "Smoothed probe round trip to each backend.", []string{"backend"}, nil)
+	descLinks    = prometheus.NewDesc("stargate_router_links", "Gateways this router reaches over a link (one multiplexed connection each).", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRequests, descAccepted, descAttempts, descRetries, descBackends, descWeight, descPending, descWaiting, descAuth, descFallback, descErrRate, descRTT} {
+	for _, d := range []*prometheus.Desc{descRequests, descAccepted, descAttempts, descRetries, descBackends, descWeight, descPending, descWaiting, descAuth, descFallback, descErrRate, descRTT, descLinks} {
 		ch <- d
 	}
 }
@@ -76,6 +77,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	waiting := len(c.s.waits)
 	c.s.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(waiting))
+	ch <- prometheus.MustNewConstMetric(descLinks, prometheus.GaugeValue, float64(c.s.Links()))
 	if c.s.verify != nil {
 		_, rej := c.s.verify.Counts()
 		for r, n := range rej {

@@ -18,6 +18,7 @@ import (
 	"github.com/stargate-llm/stargate/policy"
 	rcore "github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/serve/auth"
+	"github.com/stargate-llm/stargate/serve/link"
 	"github.com/stargate-llm/stargate/serve/netsim"
 	"github.com/stargate-llm/stargate/serve/openai"
 	"github.com/stargate-llm/stargate/serve/wire"
@@ -62,6 +63,9 @@ type Config struct {
 	ProbeInterval time.Duration
 	Logger        *slog.Logger
 	Transport     http.RoundTripper
+	// Link sends requests to gateways over one multiplexed connection each
+	// (package link) where the gateway accepts one; others get plain HTTP.
+	Link bool
 	// Hooks watch the router in-process (experiments, tests).
 	Hooks Hooks
 }
@@ -71,7 +75,7 @@ func DefaultConfig() Config {
 	return Config{ID: "router-1", Policy: "pulsar-waw", Params: policy.DefaultParams(), Seed: 1,
 		MaxBodyBytes: 8 << 20, MaxMessages: 4096, MaxTokensLimit: 1 << 20, MaxAttempts: rcore.DefaultMaxAttempts,
 		Liveness:      rcore.Config{HeartbeatTTL: 1500 * time.Millisecond, PathStale: 5 * time.Second, Capability: true},
-		ProbeInterval: 500 * time.Millisecond}
+		ProbeInterval: 500 * time.Millisecond, Link: true}
 }
 
 // Validate reports what is wrong with a configuration.
@@ -143,6 +147,8 @@ type Server struct {
 	met    *metrics
 	// paths holds the operator's injected path delays (SetPath).
 	paths *netsim.Transport
+	// links is the transport's link layer (nil without Config.Link).
+	links *link.Transport
 
 	mu       sync.Mutex
 	backends []*backend
@@ -176,8 +182,13 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	if tr == nil {
 		tr = &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
 	}
+	var links *link.Transport
+	if cfg.Link {
+		links = link.NewTransport(tr)
+		tr = links
+	}
 	paths := netsim.New(tr, cfg.Seed)
-	s := &Server{cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: paths},
+	s := &Server{links: links, cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: paths},
 		paths: paths, waits: make(map[uint64]*waitEntry), timerSet: make(chan struct{}, 1)}
 	if len(cfg.Key.Secret) > 0 {
 		s.verify = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
@@ -238,6 +249,22 @@ func (s *Server) Run(ctx context.Context) {
 			}
 			s.mu.Unlock()
 		}
+	}
+}
+
+// Links counts the gateways this router reaches over a link.
+func (s *Server) Links() int {
+	if s.links == nil {
+		return 0
+	}
+	return s.links.Links()
+}
+
+// Close closes the router's links to gateways, whose streams in flight
+// fail: call it once the HTTP server has shut down.
+func (s *Server) Close() {
+	if s.links != nil {
+		s.links.Close()
 	}
 }
 
