@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Proxy benchmark: the mock engine called directly, through Stargate (router
-# + gateway) and through nginx (proxy_buffering off), side by side in one run,
-# 200 concurrent streaming clients. See BENCHMARKS.md ("Proxy path").
+# + gateway, over a link and over plain HTTP/1.1) and through nginx
+# (proxy_buffering off), side by side in one run, 200 concurrent streaming
+# clients. See BENCHMARKS.md ("Proxy path").
 #
-#   bench/proxy.sh                      # everything, about 5 minutes
+#   bench/proxy.sh                      # everything, about 7 minutes
 #   REPS=5 DURATION=20s bench/proxy.sh  # longer
 #
 # Settings (environment):
@@ -17,7 +18,10 @@
 #   MODE=registered  the gateway registers with the router (signed stats);
 #                    MODE=static lists it with --backend instead
 #   PROFILE=1        capture CPU profiles of router and gateway under load
-#   TARGETS="engine stargate nginx"  what to measure (engine must be first)
+#   PROXY_ENV=       environment for router and gateway, e.g. "GOMAXPROCS=2"
+#   TARGETS="engine stargate stargate-http nginx"  what to measure (engine
+#                    first); stargate-http is a second router (--link=false)
+#                    and gateway pair, idle while the others are measured
 #   OUT=out/bench-proxy  where the run lines, tables and profiles go
 #
 # Installs nginx from Debian (apt-get) if it is missing; that needs root.
@@ -33,7 +37,7 @@ MAX_TOKENS=${MAX_TOKENS:-16}
 PIN=${PIN:-1}
 MODE=${MODE:-registered}
 PROFILE=${PROFILE:-1}
-TARGETS=${TARGETS:-engine stargate nginx}
+TARGETS=${TARGETS:-engine stargate stargate-http nginx}
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -49,7 +53,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-ENGINE=127.0.0.1:18001 GATEWAY=127.0.0.1:18101 ROUTER=127.0.0.1:18080 NGINX=127.0.0.1:18090
+ENGINE=127.0.0.1:18001 GATEWAY=127.0.0.1:18101 ROUTER=127.0.0.1:18080 ROUTER_HTTP=127.0.0.1:18081 GATEWAY_HTTP=127.0.0.1:18102 NGINX=127.0.0.1:18090
 GW_PPROF=127.0.0.1:18201 RT_PPROF=127.0.0.1:18202
 
 # nginx from Debian.
@@ -79,13 +83,17 @@ client=() proxy=() workers=auto
 if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
 	client=(taskset -c 0) proxy=(taskset -c 1) workers=1
 fi
+if [ -n "${PROXY_ENV:-}" ]; then
+	read -ra proxy_env <<<"$PROXY_ENV"
+	proxy=(env "${proxy_env[@]}" "${proxy[@]}")
+fi
 
 {
 	echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
 	echo "cpus: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 	echo "go: $(go version | cut -d' ' -f3), nginx: $("$nginx_bin" -v 2>&1 | cut -d/ -f2)"
 	echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (modified)')"
-	echo "settings: STREAMS=$STREAMS WARMUP=$WARMUP DURATION=$DURATION REPS=$REPS THINK=$THINK MAX_TOKENS=$MAX_TOKENS PIN=$PIN MODE=$MODE"
+	echo "settings: STREAMS=$STREAMS WARMUP=$WARMUP DURATION=$DURATION REPS=$REPS THINK=$THINK MAX_TOKENS=$MAX_TOKENS PIN=$PIN MODE=$MODE PROXY_ENV=${PROXY_ENV:-}"
 	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/machine.txt" >&2
 
@@ -113,26 +121,39 @@ engine_pid=${pids[-1]}
 wait_for engine curl -sf "http://$ENGINE/health"
 
 printf 'bench:%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$work/key.txt"
-gateway_args=(--engine "http://$ENGINE" --listen "$GATEWAY" --id gw-bench --max-inflight-per-worker 512 --pprof "$GW_PPROF")
+gateway_args=(--engine "http://$ENGINE" --max-inflight-per-worker 512)
 case $MODE in
 registered)
 	start router "${proxy[@]}" "$work/stargate" router --listen "$ROUTER" --hmac-key-file "$work/key.txt" --pprof "$RT_PPROF"
 	router_pid=${pids[-1]}
-	start gateway "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --router "http://$ROUTER" --hmac-key-file "$work/key.txt"
+	start gateway "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --listen "$GATEWAY" --id gw-bench --pprof "$GW_PPROF" \
+		--router "http://$ROUTER" --hmac-key-file "$work/key.txt"
+	gateway_pid=${pids[-1]}
+	start router-http "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_HTTP" --link=false --id router-http --hmac-key-file "$work/key.txt"
+	router_http_pid=${pids[-1]}
+	start gateway-http "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --listen "$GATEWAY_HTTP" --id gw-http \
+		--router "http://$ROUTER_HTTP" --hmac-key-file "$work/key.txt"
 	;;
 static)
 	start router "${proxy[@]}" "$work/stargate" router --listen "$ROUTER" --backend "gw-bench=http://$GATEWAY@512" --pprof "$RT_PPROF"
 	router_pid=${pids[-1]}
-	start gateway "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}"
+	start gateway "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --listen "$GATEWAY" --id gw-bench --pprof "$GW_PPROF"
+	gateway_pid=${pids[-1]}
+	start router-http "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_HTTP" --link=false --id router-http --backend "gw-http=http://$GATEWAY_HTTP@512"
+	router_http_pid=${pids[-1]}
+	start gateway-http "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --listen "$GATEWAY_HTTP" --id gw-http
 	;;
 *)
 	echo "MODE=$MODE: want registered or static" >&2
 	exit 2
 	;;
 esac
-gateway_pid=${pids[-1]}
+gateway_http_pid=${pids[-1]}
 wait_for gateway curl -sf "http://$GATEWAY/health"
-wait_for "the gateway's registration" sh -c "curl -sf http://$ROUTER/v1/stargate/backends | grep -q '\"state\":\"ready\"'"
+wait_for gateway-http curl -sf "http://$GATEWAY_HTTP/health"
+for r in "$ROUTER" "$ROUTER_HTTP"; do
+	wait_for "the gateway's registration at $r" sh -c "curl -sf http://$r/v1/stargate/backends | grep -q '\"state\":\"ready\"'"
+done
 
 mkdir -p "$work/nginx"
 cat >"$work/nginx.conf" <<CONF
@@ -169,8 +190,8 @@ nginx_master=${pids[-1]}
 wait_for nginx curl -sf -o /dev/null "http://$NGINX/health"
 nginx_pids=$(echo "$nginx_master" $(pgrep -P "$nginx_master") | tr ' ' ',')
 
-declare -A target_url=([engine]="http://$ENGINE" [stargate]="http://$ROUTER" [nginx]="http://$NGINX")
-declare -A target_pids=([engine]="$engine_pid" [stargate]="$router_pid,$gateway_pid" [nginx]="$nginx_pids")
+declare -A target_url=([engine]="http://$ENGINE" [stargate]="http://$ROUTER" [stargate-http]="http://$ROUTER_HTTP" [nginx]="http://$NGINX")
+declare -A target_pids=([engine]="$engine_pid" [stargate]="$router_pid,$gateway_pid" [stargate-http]="$router_http_pid,$gateway_http_pid" [nginx]="$nginx_pids")
 
 measure() { # measure FILE THINK REP TARGET
 	"${client[@]}" "$work/proxyload" run --url "${target_url[$4]}" --pids "${target_pids[$4]}" --engine-pid "$engine_pid" \
