@@ -186,7 +186,10 @@ func (c *serverConn) start(id uint32, p []byte) error {
 	}
 	c.srv.mu.Unlock()
 	if closing {
-		return c.snd.send(frameEnd, id, []byte(ErrShutdown.Error()))
+		// Not on the reader's goroutine: a full send queue must not stop
+		// the link's reads.
+		go func() { _ = c.snd.send(frameEnd, id, []byte(ErrShutdown.Error())) }()
+		return nil
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	c.mu.Lock()

@@ -230,6 +230,9 @@ func (c *clientConn) roundTrip(req *http.Request, payload []byte) (*http.Respons
 	st := &clientStream{conn: c, head: make(chan error, 1), notify: make(chan struct{}, 1)}
 	c.mu.Lock()
 	c.nextID++
+	for c.nextID == 0 || c.streams[c.nextID] != nil { // after 2^32 streams
+		c.nextID++
+	}
 	st.id = c.nextID
 	c.streams[st.id] = st
 	c.mu.Unlock()
@@ -361,7 +364,9 @@ func (st *clientStream) push(p []byte) {
 	}
 	if len(st.buf)-st.off+len(p) > MaxStreamBuffer {
 		st.mu.Unlock()
-		st.abort(fmt.Errorf("link: the response's reader fell %d bytes behind", MaxStreamBuffer))
+		// Not on the reader's goroutine: a full send queue must not stop
+		// the link's reads.
+		go st.abort(fmt.Errorf("link: the response's reader fell %d bytes behind", MaxStreamBuffer))
 		return
 	}
 	st.buf = append(st.buf, p...)
