@@ -25,6 +25,7 @@ type testGateway struct {
 	hs    *http.Server
 	// started receives each stream's request context as its handler starts.
 	started chan context.Context
+	release chan struct{}
 }
 
 // handler streams "n" events (?n=), echoes a POST body, or panics (/panic).
@@ -49,6 +50,13 @@ func (g *testGateway) handler(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			w.(http.Flusher).Flush()
+		}
+	case "/late": // the header, then a body byte when the test says
+		w.WriteHeader(http.StatusOK)
+		select {
+		case <-g.release:
+			_, _ = w.Write([]byte("x"))
+		case <-r.Context().Done():
 		}
 	case "/hang":
 		w.WriteHeader(http.StatusOK)
@@ -371,4 +379,50 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		}
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestHeaderLeavesWithTheBody: as over HTTP/1.1 from net/http, a response's
+// header reaches the router with its first body bytes (or a Flush), not at
+// WriteHeader; path delays applied when RoundTrip returns (netsim) then
+// land on the first token, as they do over plain HTTP.
+func TestHeaderLeavesWithTheBody(t *testing.T) {
+	g := startGateway(t, true)
+	g.release = make(chan struct{})
+	tr := newTransport(t)
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := get(t, context.Background(), tr, g.url+"/late")
+		done <- result{resp, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil {
+			r.resp.Body.Close()
+		}
+		t.Fatalf("RoundTrip returned before the first body byte (%v)", r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(g.release)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	b, _ := io.ReadAll(r.resp.Body)
+	r.resp.Body.Close()
+	if string(b) != "x" {
+		t.Fatalf("body %q", b)
+	}
+	// /hang flushes its header with no body: RoundTrip returns.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, err := get(t, ctx, tr, g.url+"/hang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
 }

@@ -15,6 +15,9 @@ const maxQueued = 4 << 20
 type sender struct {
 	conn net.Conn
 	kick chan struct{} // capacity 1: frames are waiting
+	// coalesce: before each write, let the goroutines that are ready run
+	// first, so that the frames they queue leave in the same write.
+	coalesce bool
 
 	mu     sync.Mutex
 	room   sync.Cond // the queue drained, or the connection failed
@@ -24,8 +27,8 @@ type sender struct {
 	closed chan struct{}
 }
 
-func newSender(conn net.Conn) *sender {
-	s := &sender{conn: conn, kick: make(chan struct{}, 1), closed: make(chan struct{})}
+func newSender(conn net.Conn, coalesce bool) *sender {
+	s := &sender{conn: conn, kick: make(chan struct{}, 1), coalesce: coalesce, closed: make(chan struct{})}
 	s.room.L = &s.mu
 	return s
 }
@@ -33,6 +36,12 @@ func newSender(conn net.Conn) *sender {
 // send queues one frame, waiting while the queue is full; it fails once the
 // connection has.
 func (s *sender) send(typ byte, id uint32, parts ...[]byte) error {
+	return s.sendAfter(0, nil, typ, id, parts...)
+}
+
+// sendAfter is send, preceded in the same queue append by a frame of type
+// first with payload firstPayload when first is not 0.
+func (s *sender) sendAfter(first byte, firstPayload []byte, typ byte, id uint32, parts ...[]byte) error {
 	s.mu.Lock()
 	for s.err == nil && len(s.out) >= maxQueued {
 		s.room.Wait()
@@ -41,6 +50,9 @@ func (s *sender) send(typ byte, id uint32, parts ...[]byte) error {
 		err := s.err
 		s.mu.Unlock()
 		return err
+	}
+	if first != 0 {
+		s.out = appendFrame(s.out, first, id, firstPayload)
 	}
 	s.out = appendFrame(s.out, typ, id, parts...)
 	s.mu.Unlock()
@@ -75,9 +87,12 @@ func (s *sender) loop() {
 		case <-s.closed:
 			return
 		}
-		// Let the goroutines that are ready run first: the frames they queue
-		// (the same engine step's events of other streams) leave in this write.
-		runtime.Gosched()
+		if s.coalesce {
+			// The frames that goroutines ready now queue (the same engine
+			// step's events of other streams) leave in this write. It costs
+			// each event the time those goroutines run first.
+			runtime.Gosched()
+		}
 		s.mu.Lock()
 		buf := s.out
 		s.out, s.spare = s.spare[:0], nil

@@ -66,7 +66,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = nc.Close()
 		return
 	}
-	c := &serverConn{srv: s, snd: newSender(nc), br: rw.Reader, remote: nc.RemoteAddr().String(), streams: make(map[uint32]*serverStream)}
+	c := &serverConn{srv: s, snd: newSender(nc, true), br: rw.Reader, remote: nc.RemoteAddr().String(), streams: make(map[uint32]*serverStream)}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -216,14 +216,20 @@ func (c *serverConn) serve(ctx context.Context, id uint32, r *http.Request, canc
 		if v := recover(); v != nil {
 			c.srv.log.Error("link stream handler panicked", "path", r.URL.Path, "panic", v)
 			end = []byte(fmt.Sprintf("link: the gateway's handler failed: %v", v))
+			w.head = nil // an error before the header fails the request
 		} else if !w.wroteHeader {
 			w.WriteHeader(http.StatusOK)
 		}
 		if w.err != nil && end == nil {
 			end = []byte(w.err.Error()) // a header too large to encode
+			w.head = nil
 		}
-		if ctx.Err() == nil {
-			_ = c.snd.send(frameEnd, id, end) // fails harmlessly if the link did
+		if ctx.Err() == nil { // the send fails harmlessly if the link did
+			if w.head != nil {
+				_ = c.snd.sendAfter(frameResponse, w.head, frameEnd, id, end)
+			} else {
+				_ = c.snd.send(frameEnd, id, end)
+			}
 		}
 		c.mu.Lock()
 		delete(c.streams, id)
@@ -234,17 +240,18 @@ func (c *serverConn) serve(ctx context.Context, id uint32, r *http.Request, canc
 	c.srv.handler.ServeHTTP(w, r)
 }
 
-// streamWriter is a stream's http.ResponseWriter: the header leaves as a
-// RESPONSE frame, every write as a DATA frame queued for the link at once
-// (so Flush has nothing left to do).
+// streamWriter is a stream's http.ResponseWriter. The header is encoded at
+// WriteHeader and leaves as a RESPONSE frame with the first body bytes (or
+// at Flush, or at the end); every write is a DATA frame queued for the link
+// at once, so Flush has nothing else to do.
 type streamWriter struct {
 	conn        *serverConn
 	id          uint32
 	ctx         context.Context
 	header      http.Header
 	wroteHeader bool
+	head        []byte // the encoded header, until it is sent
 	err         error
-	scratch     []byte
 }
 
 func (w *streamWriter) Header() http.Header { return w.header }
@@ -254,13 +261,18 @@ func (w *streamWriter) WriteHeader(status int) {
 		return
 	}
 	w.wroteHeader = true
-	b, err := appendResponse(w.scratch[:0], status, w.header)
-	if err != nil {
-		w.err = err
-		return
+	w.head, w.err = appendResponse(nil, status, w.header)
+}
+
+// sendHead sends the header if it has not left yet.
+func (w *streamWriter) sendHead() {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
 	}
-	w.scratch = b
-	w.err = w.conn.snd.send(frameResponse, w.id, b)
+	if w.head != nil && w.err == nil {
+		w.err = w.conn.snd.send(frameResponse, w.id, w.head)
+		w.head = nil
+	}
 }
 
 func (w *streamWriter) Write(p []byte) (int, error) {
@@ -276,7 +288,13 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
 		chunk := p[:min(len(p), MaxFrame)]
-		if w.err = w.conn.snd.send(frameData, w.id, chunk); w.err != nil {
+		if w.head != nil {
+			w.err = w.conn.snd.sendAfter(frameResponse, w.head, frameData, w.id, chunk)
+			w.head = nil
+		} else {
+			w.err = w.conn.snd.send(frameData, w.id, chunk)
+		}
+		if w.err != nil {
 			return n, w.err
 		}
 		n += len(chunk)
@@ -285,9 +303,5 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Flush sends the header if nothing has been written yet.
-func (w *streamWriter) Flush() {
-	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
-	}
-}
+// Flush sends the header if it has not left yet.
+func (w *streamWriter) Flush() { w.sendHead() }

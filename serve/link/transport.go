@@ -175,7 +175,7 @@ func (t *Transport) link(ctx context.Context, host string) (*clientConn, error) 
 		h.plainTill = time.Now().Add(retryUpgradeAfter)
 		return nil, nil
 	}
-	c := &clientConn{snd: newSender(nc), br: br, streams: make(map[uint32]*clientStream)}
+	c := &clientConn{snd: newSender(nc, false), br: br, streams: make(map[uint32]*clientStream)}
 	go c.snd.loop()
 	go c.readLoop()
 	h.conn = c
