@@ -230,6 +230,32 @@ func TestSetPathJitter(t *testing.T) {
 	}
 }
 
+// TestPathDelayLandsOnRequests: the in-process network's delay on a
+// router's path to a gateway holds up the router's requests there, both
+// ways, whether they travel over a link (the default) or plain HTTP.
+func TestPathDelayLandsOnRequests(t *testing.T) {
+	f := startSmall(t, "round-robin")
+	const oneWay = 150 * time.Millisecond
+	for i := range f.GatewayURLs {
+		gw := hostOf(f.GatewayURLs[i])
+		p := f.RouterPaths[0].Path(gw)
+		p.OneWay = oneWay
+		f.RouterPaths[0].SetPath(gw, p)
+	}
+	for i := range 2 {
+		start := time.Now()
+		if code, _ := chat(t, f.RouterURLs[0], fmt.Sprintf("d%d", i), 10, 2); code != http.StatusOK {
+			t.Fatalf("status %d", code)
+		}
+		if took := time.Since(start); took < 2*oneWay {
+			t.Errorf("request %d took %v; the path alone is %v each way", i, took, oneWay)
+		}
+	}
+	if f.Routers[0].Links() == 0 {
+		t.Error("the requests did not travel over a link")
+	}
+}
+
 // TestLearnedLimitReachesEveryRouter: one router's long request is refused
 // by an engine that enforces less than /v1/models says; its gateway passes
 // the limit on in its stats, so the other router knows it without sending

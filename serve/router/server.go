@@ -62,7 +62,13 @@ type Config struct {
 	// a static backend's answered probe also counts as its heartbeat.
 	ProbeInterval time.Duration
 	Logger        *slog.Logger
-	Transport     http.RoundTripper
+	// Transport carries plain HTTP to backends (and is the fallback of the
+	// links); nil means a default http.Transport.
+	Transport http.RoundTripper
+	// Network, if set, wraps everything sent to backends, links included:
+	// a live fleet's in-process network (package netsim) goes here, so that
+	// its delays apply whichever way a request travels.
+	Network func(http.RoundTripper) http.RoundTripper
 	// Link sends requests to gateways over one multiplexed connection each
 	// (package link) where the gateway accepts one; others get plain HTTP.
 	Link bool
@@ -186,6 +192,9 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	if cfg.Link {
 		links = link.NewTransport(tr)
 		tr = links
+	}
+	if cfg.Network != nil {
+		tr = cfg.Network(tr)
 	}
 	paths := netsim.New(tr, cfg.Seed)
 	s := &Server{links: links, cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: paths},
