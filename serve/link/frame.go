@@ -26,8 +26,8 @@ const (
 
 const (
 	headerLen = 9
-	// MaxFrame bounds one frame's payload: a request larger than this goes
-	// over plain HTTP instead.
+	// MaxFrame bounds one frame's payload; a larger request body goes over
+	// plain HTTP instead (Transport).
 	MaxFrame = 16 << 20
 	// maxHeaderBytes bounds the encoded headers of a request or response.
 	maxHeaderBytes = 1 << 20

@@ -175,6 +175,22 @@ func TestRequestBodyAndHeaders(t *testing.T) {
 	}
 }
 
+func TestLargeBodiesTakePlainHTTP(t *testing.T) {
+	g := startGateway(t, true)
+	tr := newTransport(t)
+	body := strings.Repeat("y", maxLinkBody+1)
+	req, _ := http.NewRequest(http.MethodPost, g.url+"/echo", strings.NewReader(body))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if len(b) != len(body) || tr.Links() != 0 {
+		t.Fatalf("a body over a frame: %d bytes back over %d links", len(b), tr.Links())
+	}
+}
+
 func TestFallbackWhenTheHostRefusesTheUpgrade(t *testing.T) {
 	g := startGateway(t, false) // a plain server: the upgrade path is a 404
 	tr := newTransport(t)

@@ -13,6 +13,11 @@ import (
 	"time"
 )
 
+// maxLinkBody is the largest request body sent over a link: a REQUEST frame
+// holds the body, the headers (at most maxHeaderBytes) and the method and
+// URI (at most 64 KiB each).
+const maxLinkBody = MaxFrame - maxHeaderBytes - 2*(2+0xffff)
+
 // MaxStreamBuffer is how far a stream's reader may fall behind its link
 // before the stream fails (the link's other streams must not wait for it).
 const MaxStreamBuffer = 8 << 20
@@ -26,8 +31,8 @@ const (
 
 // Transport is an http.RoundTripper that sends requests to hosts that speak
 // the link protocol over one link per host, and everything else (https,
-// hosts that refused the upgrade, requests too large for a frame) through
-// Fallback.
+// upgrades, hosts that refused the link, bodies of unknown length or too
+// large for a frame) through Fallback.
 type Transport struct {
 	Fallback http.RoundTripper
 	dialer   net.Dialer
@@ -97,7 +102,7 @@ func (t *Transport) Links() int {
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme != "http" || req.Header.Get("Upgrade") != "" {
+	if req.URL.Scheme != "http" || req.Header.Get("Upgrade") != "" || req.ContentLength < 0 || req.ContentLength > maxLinkBody {
 		return t.Fallback.RoundTrip(req)
 	}
 	c, err := t.link(req.Context(), req.URL.Host)
