@@ -51,6 +51,17 @@ func appendFrame(b []byte, typ byte, id uint32, parts ...[]byte) []byte {
 	return b
 }
 
+// frameReader reads frames from one connection into a buffer it reuses.
+type frameReader struct {
+	r       io.Reader
+	scratch []byte
+}
+
+// next reads one frame; its payload is valid until the next call.
+func (f *frameReader) next() (typ byte, id uint32, payload []byte, err error) {
+	return readFrame(f.r, &f.scratch)
+}
+
 // readFrame reads one frame into scratch (grown as needed) and returns its
 // type, stream id and payload, which is valid until the next call.
 func readFrame(r io.Reader, scratch *[]byte) (typ byte, id uint32, payload []byte, err error) {

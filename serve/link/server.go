@@ -132,13 +132,11 @@ type serverStream struct {
 var errReset = errors.New("link: the router reset the stream")
 
 func (c *serverConn) readLoop() {
-	var scratch []byte
+	fr := frameReader{r: c.br}
 	var err error
 	for {
-		var typ byte
-		var id uint32
-		var p []byte
-		if typ, id, p, err = readFrame(c.br, &scratch); err != nil {
+		typ, id, p, rerr := fr.next()
+		if err = rerr; err != nil {
 			break
 		}
 		switch typ {

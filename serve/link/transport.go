@@ -275,13 +275,11 @@ func (c *clientConn) stream(id uint32) *clientStream {
 }
 
 func (c *clientConn) readLoop() {
-	var scratch []byte
+	fr := frameReader{r: c.br}
 	var err error
 	for err == nil {
-		var typ byte
-		var id uint32
-		var p []byte
-		if typ, id, p, err = readFrame(c.br, &scratch); err != nil {
+		typ, id, p, rerr := fr.next()
+		if err = rerr; err != nil {
 			break
 		}
 		switch typ {
