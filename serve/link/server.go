@@ -85,12 +85,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Shutdown stops taking streams, tells every router so, and waits for the
 // streams in flight to end or ctx to, then closes every link.
 func (s *Server) Shutdown(ctx context.Context) {
-	s.mu.Lock()
-	s.closing = true
-	for c := range s.conns {
-		_ = c.snd.send(frameGoAway, 0)
+	for _, c := range s.stop() {
+		_ = c.snd.send(frameGoAway, 0) // outside mu: a full queue may wait
 	}
-	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.streams.Wait(); close(done) }()
 	select {
@@ -103,16 +100,21 @@ func (s *Server) Shutdown(ctx context.Context) {
 // Close stops taking streams and closes every link at once, as a crash
 // would: the streams in flight fail.
 func (s *Server) Close() {
+	for _, c := range s.stop() {
+		c.snd.fail(net.ErrClosed)
+	}
+}
+
+// stop marks the server closing and returns its links.
+func (s *Server) stop() []*serverConn {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.closing = true
 	conns := make([]*serverConn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.snd.fail(net.ErrClosed)
-	}
+	return conns
 }
 
 type serverConn struct {
