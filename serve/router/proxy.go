@@ -395,7 +395,7 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 		// A context-length refusal teaches the router this backend's limit;
 		// another backend may still fit the request.
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 8192))
-		if limit := openai.ContextLimit(msg); limit >= 0 && s.anotherFits(b.index, tokens) {
+		if limit := openai.ContextLimit(msg); limit >= 0 && s.anotherFits(b, tokens) {
 			return &attemptResult{status: resp.StatusCode, limit: limit, msg: fmt.Sprintf("backend %s: %s", b.name, bytes.TrimSpace(msg))}
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(msg))
@@ -456,16 +456,15 @@ func (r attemptResult) end(reason string) *attemptResult {
 }
 
 // anotherFits reports whether a backend other than b may take a request of
-// tokens (its limit is unknown or large enough).
-func (s *Server) anotherFits(b, tokens int) bool {
+// tokens, by the limits the router core knows (the simulator asks the same).
+func (s *Server) anotherFits(b target, tokens int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, bk := range s.backends {
-		if i != b && (bk.last.MaxModelLen == 0 || tokens <= bk.last.MaxModelLen) {
-			return true
-		}
+	i, ok := s.core.Lookup(b.name)
+	if !ok {
+		i = -1 // b is gone: any backend is another
 	}
-	return false
+	return s.core.OthersFit(i, tokens)
 }
 
 // sseError starts an in-stream error event.
