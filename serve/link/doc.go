@@ -20,7 +20,7 @@
 // Frames are a 9-byte header (type, stream id, payload length, big-endian)
 // and a payload:
 //
-//	REQUEST  router->gateway  method, request URI, headers, body
+//	REQUEST  router->gateway  method, request URI, host, headers, body
 //	RESPONSE gateway->router  status, headers
 //	DATA     gateway->router  response body bytes
 //	END      gateway->router  end of the response; a non-empty payload is an

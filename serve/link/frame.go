@@ -173,13 +173,7 @@ func (d *decoder) string32(what string) string {
 }
 
 func (d *decoder) header() http.Header {
-	if len(d.b) > maxHeaderBytes {
-		defer func(before int) {
-			if before-len(d.b) > maxHeaderBytes && d.err == nil {
-				d.err = fmt.Errorf("link: headers over %d bytes", maxHeaderBytes)
-			}
-		}(len(d.b))
-	}
+	start := len(d.b)
 	n := d.uint16("header count")
 	h := make(http.Header, n)
 	for range n {
@@ -190,32 +184,35 @@ func (d *decoder) header() http.Header {
 		}
 		h[k] = append(h[k], v)
 	}
+	if start-len(d.b) > maxHeaderBytes {
+		d.err = fmt.Errorf("link: headers over %d bytes", maxHeaderBytes)
+		return nil
+	}
 	return h
 }
 
 // request is a decoded REQUEST payload.
 type request struct {
-	method, uri string
-	header      http.Header
-	body        []byte
+	method, uri, host string
+	header            http.Header
+	body              []byte
 }
 
-func appendRequest(b []byte, method, uri string, h http.Header, body []byte) ([]byte, error) {
-	if len(method) > 0xffff || len(uri) > 0xffff {
-		return nil, errors.New("link: method or request URI over 65535 bytes")
+// appendRequestHead encodes a REQUEST payload up to its body, which follows
+// it in the frame.
+func appendRequestHead(b []byte, method, uri, host string, h http.Header) ([]byte, error) {
+	if len(method) > 0xffff || len(uri) > 0xffff || len(host) > 0xffff {
+		return nil, errors.New("link: method, request URI or host over 65535 bytes")
 	}
 	b = appendString16(b, method)
 	b = appendString16(b, uri)
-	b, err := appendHeader(b, h)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, body...), nil
+	b = appendString16(b, host)
+	return appendHeader(b, h)
 }
 
 func decodeRequest(p []byte) (request, error) {
 	d := decoder{b: p}
-	r := request{method: d.string16("method"), uri: d.string16("request URI")}
+	r := request{method: d.string16("method"), uri: d.string16("request URI"), host: d.string16("host")}
 	r.header = d.header()
 	if d.err != nil {
 		return request{}, d.err

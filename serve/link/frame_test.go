@@ -15,16 +15,17 @@ func TestRequestRoundTrip(t *testing.T) {
 		name   string
 		method string
 		uri    string
+		host   string
 		header http.Header
 		body   []byte
 	}{
-		{"empty", "GET", "/health", http.Header{}, nil},
-		{"chat", "POST", "/v1/chat/completions?x=1", http.Header{"Content-Type": {"application/json"}, "X-Many": {"a", "b"}}, []byte(`{"messages":[]}`)},
-		{"binary body", "POST", "/p", http.Header{"Host": {"gw:1"}}, []byte{0, 1, 2, 255}},
+		{"empty", "GET", "/health", "", http.Header{}, nil},
+		{"chat", "POST", "/v1/chat/completions?x=1", "gw:1", http.Header{"Content-Type": {"application/json"}, "X-Many": {"a", "b"}}, []byte(`{"messages":[]}`)},
+		{"binary body", "POST", "/p", "gw:1", http.Header{}, []byte{0, 1, 2, 255}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := appendRequest(nil, c.method, c.uri, c.header, c.body)
+			p, err := appendRequest(c.method, c.uri, c.host, c.header, c.body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -32,7 +33,7 @@ func TestRequestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.method != c.method || got.uri != c.uri || !reflect.DeepEqual(got.header, c.header) || !bytes.Equal(got.body, c.body) {
+			if got.method != c.method || got.uri != c.uri || got.host != c.host || !reflect.DeepEqual(got.header, c.header) || !bytes.Equal(got.body, c.body) {
 				t.Fatalf("decoded %+v, want %s %s %v %q", got, c.method, c.uri, c.header, c.body)
 			}
 			for i := range len(p) - len(c.body) {
@@ -42,6 +43,12 @@ func TestRequestRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// appendRequest is a whole REQUEST payload, as Transport sends it in parts.
+func appendRequest(method, uri, host string, h http.Header, body []byte) ([]byte, error) {
+	p, err := appendRequestHead(nil, method, uri, host, h)
+	return append(p, body...), err
 }
 
 func TestResponseRoundTrip(t *testing.T) {
@@ -64,10 +71,10 @@ func TestResponseRoundTrip(t *testing.T) {
 
 func TestHeaderLimits(t *testing.T) {
 	big := http.Header{"X-Big": {strings.Repeat("v", maxHeaderBytes)}}
-	if _, err := appendRequest(nil, "POST", "/", big, nil); err == nil {
+	if _, err := appendRequest("POST", "/", "", big, nil); err == nil {
 		t.Fatal("headers over the limit encoded")
 	}
-	if _, err := appendRequest(nil, "POST", "/"+strings.Repeat("p", 70000), nil, nil); err == nil {
+	if _, err := appendRequest("POST", "/"+strings.Repeat("p", 70000), "", nil, nil); err == nil {
 		t.Fatal("a request URI over 65535 bytes encoded")
 	}
 }
@@ -100,7 +107,7 @@ func TestReadFrame(t *testing.T) {
 
 // FuzzDecode feeds arbitrary bytes to every decoder: errors, never panics.
 func FuzzDecode(f *testing.F) {
-	req, _ := appendRequest(nil, "POST", "/v1/chat/completions", http.Header{"A": {"b"}}, []byte("{}"))
+	req, _ := appendRequest("POST", "/v1/chat/completions", "gw:1", http.Header{"A": {"b"}}, []byte("{}"))
 	resp, _ := appendResponse(nil, 200, http.Header{"A": {"b"}})
 	f.Add(req)
 	f.Add(resp)

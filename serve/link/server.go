@@ -202,9 +202,8 @@ func (c *serverConn) start(id uint32, p []byte) error {
 	c.streams[id] = &serverStream{cancel: cancel}
 	c.mu.Unlock()
 	hr := &http.Request{Method: req.method, URL: u, RequestURI: req.uri, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: req.header, Host: req.header.Get("Host"), RemoteAddr: c.remote, ContentLength: int64(len(req.body)),
+		Header: req.header, Host: req.host, RemoteAddr: c.remote, ContentLength: int64(len(req.body)),
 		Body: io.NopCloser(bytes.NewReader(req.body))}
-	hr.Header.Del("Host")
 	go c.serve(ctx, id, hr.WithContext(ctx), cancel)
 	return nil
 }

@@ -123,23 +123,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("link: reading the request body: %w", err)
 		}
 	}
-	h := req.Header.Clone()
-	if h == nil {
-		h = http.Header{}
-	}
 	host := req.Host
 	if host == "" {
 		host = req.URL.Host
 	}
-	h.Set("Host", host)
-	payload, err := appendRequest(nil, req.Method, req.URL.RequestURI(), h, body)
+	head, err := appendRequestHead(nil, req.Method, req.URL.RequestURI(), host, req.Header)
 	if err != nil {
 		return nil, err
 	}
-	if len(payload) > MaxFrame {
-		return nil, fmt.Errorf("link: request of %d bytes is larger than a frame (%d)", len(payload), MaxFrame)
+	if len(head)+len(body) > MaxFrame {
+		return nil, fmt.Errorf("link: request of %d bytes is larger than a frame (%d)", len(head)+len(body), MaxFrame)
 	}
-	return c.roundTrip(req, payload)
+	return c.roundTrip(req, head, body)
 }
 
 // link returns host's open link, opening one if need be; nil (and no error)
@@ -231,7 +226,7 @@ func (c *clientConn) draining() bool {
 }
 
 // roundTrip sends one request and waits for its response header.
-func (c *clientConn) roundTrip(req *http.Request, payload []byte) (*http.Response, error) {
+func (c *clientConn) roundTrip(req *http.Request, head, body []byte) (*http.Response, error) {
 	st := &clientStream{conn: c, head: make(chan error, 1), notify: make(chan struct{}, 1)}
 	c.mu.Lock()
 	c.nextID++
@@ -241,7 +236,7 @@ func (c *clientConn) roundTrip(req *http.Request, payload []byte) (*http.Respons
 	st.id = c.nextID
 	c.streams[st.id] = st
 	c.mu.Unlock()
-	if err := c.snd.send(frameRequest, st.id, payload); err != nil {
+	if err := c.snd.send(frameRequest, st.id, head, body); err != nil {
 		c.remove(st.id)
 		return nil, fmt.Errorf("link: sending the request: %w", err)
 	}
@@ -257,11 +252,12 @@ func (c *clientConn) roundTrip(req *http.Request, payload []byte) (*http.Respons
 
 func (c *clientConn) remove(id uint32) *clientStream {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	st := c.streams[id]
 	delete(c.streams, id)
-	if c.goingAway && len(c.streams) == 0 {
-		go c.snd.fail(errGoneAway)
+	last := c.goingAway && len(c.streams) == 0
+	c.mu.Unlock()
+	if last {
+		c.snd.fail(errGoneAway)
 	}
 	return st
 }
@@ -417,6 +413,11 @@ func (st *clientStream) fail(err error) {
 // abort fails the stream from the router's side and tells the gateway.
 func (st *clientStream) abort(err error) {
 	st.fail(err)
+	st.reset()
+}
+
+// reset tells the gateway to stop the stream, unless it has ended.
+func (st *clientStream) reset() {
 	if st.conn.remove(st.id) != nil {
 		_ = st.conn.snd.send(frameReset, st.id)
 	}
@@ -460,9 +461,7 @@ func (st *clientStream) Close() error {
 	if st.stop != nil {
 		st.stop()
 	}
-	if st.conn.remove(st.id) != nil {
-		_ = st.conn.snd.send(frameReset, st.id)
-	}
+	st.reset()
 	st.wake()
 	return nil
 }
