@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Proxy benchmark: the mock engine called directly, through Stargate (router
-# + gateway, over a link and over plain HTTP/1.1) and through nginx
-# (proxy_buffering off), side by side in one run, 200 concurrent streaming
-# clients. See BENCHMARKS.md ("Proxy path").
+# + gateway as two processes, over a link and over plain HTTP/1.1, and as one
+# process) and through nginx (proxy_buffering off), side by side in one run,
+# 200 concurrent streaming clients. See BENCHMARKS.md ("Proxy path").
 #
-#   bench/proxy.sh                      # everything, about 7 minutes
+#   bench/proxy.sh                      # everything, about 9 minutes
 #   REPS=5 DURATION=20s bench/proxy.sh  # longer
 #
 # Settings (environment):
@@ -19,9 +19,11 @@
 #                    MODE=static lists it with --backend instead
 #   PROFILE=1        capture CPU profiles of router and gateway under load
 #   PROXY_ENV=       environment for router and gateway, e.g. "GOMAXPROCS=2"
-#   TARGETS="engine stargate stargate-http nginx"  what to measure (engine
-#                    first); stargate-http is a second router (--link=false)
-#                    and gateway pair, idle while the others are measured
+#   TARGETS="engine stargate stargate-1proc stargate-http nginx"  what to
+#                    measure (engine first); stargate-1proc is a router that
+#                    runs the gateway in its own process (--gateway-engine),
+#                    stargate-http a second router (--link=false) and gateway
+#                    pair; each idles while the others are measured
 #   OUT=out/bench-proxy  where the run lines, tables and profiles go
 #
 # Installs nginx from Debian (apt-get) if it is missing; that needs root.
@@ -37,7 +39,7 @@ MAX_TOKENS=${MAX_TOKENS:-16}
 PIN=${PIN:-1}
 MODE=${MODE:-registered}
 PROFILE=${PROFILE:-1}
-TARGETS=${TARGETS:-engine stargate stargate-http nginx}
+TARGETS=${TARGETS:-engine stargate stargate-1proc stargate-http nginx}
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -53,7 +55,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-ENGINE=127.0.0.1:18001 GATEWAY=127.0.0.1:18101 ROUTER=127.0.0.1:18080 ROUTER_HTTP=127.0.0.1:18081 GATEWAY_HTTP=127.0.0.1:18102 NGINX=127.0.0.1:18090
+ENGINE=127.0.0.1:18001 GATEWAY=127.0.0.1:18101 ROUTER=127.0.0.1:18080 ROUTER_HTTP=127.0.0.1:18081 GATEWAY_HTTP=127.0.0.1:18102 ROUTER_1P=127.0.0.1:18082 NGINX=127.0.0.1:18090
 GW_PPROF=127.0.0.1:18201 RT_PPROF=127.0.0.1:18202
 
 # nginx from Debian.
@@ -149,9 +151,12 @@ static)
 	;;
 esac
 gateway_http_pid=${pids[-1]}
+start router-1proc "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_1P" --id router-1proc \
+	--gateway-engine "http://$ENGINE" --gateway-id gw-1proc --gateway-max-inflight-per-worker 512
+router_1p_pid=${pids[-1]}
 wait_for gateway curl -sf "http://$GATEWAY/health"
 wait_for gateway-http curl -sf "http://$GATEWAY_HTTP/health"
-for r in "$ROUTER" "$ROUTER_HTTP"; do
+for r in "$ROUTER" "$ROUTER_HTTP" "$ROUTER_1P"; do
 	wait_for "the gateway's registration at $r" sh -c "curl -sf http://$r/v1/stargate/backends | grep -q '\"state\":\"ready\"'"
 done
 
@@ -190,8 +195,10 @@ nginx_master=${pids[-1]}
 wait_for nginx curl -sf -o /dev/null "http://$NGINX/health"
 nginx_pids=$(echo "$nginx_master" $(pgrep -P "$nginx_master") | tr ' ' ',')
 
-declare -A target_url=([engine]="http://$ENGINE" [stargate]="http://$ROUTER" [stargate-http]="http://$ROUTER_HTTP" [nginx]="http://$NGINX")
-declare -A target_pids=([engine]="$engine_pid" [stargate]="$router_pid,$gateway_pid" [stargate-http]="$router_http_pid,$gateway_http_pid" [nginx]="$nginx_pids")
+declare -A target_url=([engine]="http://$ENGINE" [stargate]="http://$ROUTER" [stargate-1proc]="http://$ROUTER_1P"
+	[stargate-http]="http://$ROUTER_HTTP" [nginx]="http://$NGINX")
+declare -A target_pids=([engine]="$engine_pid" [stargate]="$router_pid,$gateway_pid" [stargate-1proc]="$router_1p_pid"
+	[stargate-http]="$router_http_pid,$gateway_http_pid" [nginx]="$nginx_pids")
 
 measure() { # measure FILE THINK REP TARGET
 	"${client[@]}" "$work/proxyload" run --url "${target_url[$4]}" --pids "${target_pids[$4]}" --engine-pid "$engine_pid" \

@@ -27,6 +27,7 @@ import (
 	"github.com/stargate-llm/stargate/serve/engine"
 	"github.com/stargate-llm/stargate/serve/fleet"
 	"github.com/stargate-llm/stargate/serve/gateway"
+	"github.com/stargate-llm/stargate/serve/memnet"
 	"github.com/stargate-llm/stargate/serve/router"
 	"github.com/stargate-llm/stargate/study"
 	"github.com/stargate-llm/stargate/workload"
@@ -127,17 +128,8 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:9001", "address to listen on")
-	f.StringArrayVar(&cfg.Engines, "engine", nil, "engine base URL (repeat for one URL per GPU worker)")
-	f.IntVar(&cfg.Workers, "workers", 0, "workers behind a single engine URL (0: ask its /metrics, else 1)")
-	f.StringArrayVar(&cfg.DCGM, "dcgm-url", nil, "DCGM exporter metrics URL for hardware signals (repeatable; a stargate engine serves one at /dcgm/metrics)")
-	f.StringArrayVar(&cfg.Routers, "router", nil, "router base URL to send stats to (repeatable)")
-	f.StringVar(&cfg.ID, "id", cfg.ID, "backend name routers know this gateway by")
-	f.StringVar(&cfg.Region, "region", "", "region of this backend")
-	f.StringVar(&cfg.Advertise, "advertise", "", "URL routers use to reach this gateway (default http://LISTEN)")
+	gatewayFlags(f, &cfg, "", "")
 	f.StringVar(&keyFile, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) shared with routers and the engine's fence")
-	f.IntVar(&cfg.Slots.MaxInflightPerWorker, "max-inflight-per-worker", cfg.Slots.MaxInflightPerWorker, "submissions one worker may hold at once")
-	f.IntVar(&cfg.Slots.MaxWaitingRequests, "max-waiting-requests", cfg.Slots.MaxWaitingRequests, "submissions that may wait for a worker permit")
-	f.DurationVar(&cfg.UpstreamIdleTimeout, "upstream-idle-timeout", cfg.UpstreamIdleTimeout, "longest wait for the engine's next byte; longer quarantines the worker")
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.BoolVar(&verbose, "verbose", false, "log debug messages")
 	return cmd
@@ -145,7 +137,9 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 
 func newRouterCmd() *cobra.Command {
 	cfg := router.DefaultConfig()
-	var listen, keyFile, apiKeys, pprofAddr, xdsListen, k8sService, k8sPort, kubeconfig string
+	gcfg := gateway.DefaultConfig()
+	gcfg.ID = "local"
+	var listen, keyFile, apiKeys, pprofAddr, xdsListen, k8sService, k8sPort, kubeconfig, gatewayListen string
 	var backends []string
 	var verbose bool
 	cmd := &cobra.Command{
@@ -154,9 +148,17 @@ func newRouterCmd() *cobra.Command {
 		Long: `Serve an OpenAI-compatible front door on --listen. Backends register by
 sending signed stats (gateways started with --router pointing here), or are
 listed with --backend NAME=URL[@CAPACITY]. GET /v1/stargate/backends shows
-each backend's state, stats and weight.`,
-		Example: `  stargate router --listen 127.0.0.1:8080 --policy pulsar-waw --hmac-key-file key.txt`,
-		Args:    cobra.NoArgs,
+each backend's state, stats and weight.
+
+With --gateway-engine the router also runs the gateway of one backend in its
+own process and reaches it in memory: one process in front of an engine, with
+the same admission, slots, quarantine and stats as a separate gateway, and
+without the socket hop between them. Other routers can reach that gateway on
+--gateway-listen (give them the HMAC key and list them with --gateway-router).
+The --gateway-* flags are stargate gateway's flags of the same names.`,
+		Example: `  stargate router --listen 127.0.0.1:8080 --policy pulsar-waw --hmac-key-file key.txt
+  stargate router --listen 127.0.0.1:8080 --gateway-engine http://127.0.0.1:8001`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg := policy.NewRegistry()
 			if err := loadKey(keyFile, &cfg.Key); err != nil {
@@ -185,6 +187,15 @@ each backend's state, stats and weight.`,
 				}
 				cfg.Discovery = true
 			}
+			var mem *memnet.Network
+			if len(gcfg.Engines) > 0 {
+				var err error
+				if mem, err = prepareLocalGateway(&cfg, &gcfg, gatewayListen); err != nil {
+					return err
+				}
+			} else if gatewayListen != "" || len(gcfg.Routers) > 0 {
+				return usagef("--gateway-listen and --gateway-router need --gateway-engine")
+			}
 			srv, err := router.New(cfg, reg)
 			if err != nil {
 				return usageError{err}
@@ -192,6 +203,13 @@ each backend's state, stats and weight.`,
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return usagef("--listen %q: %v", listen, err)
+			}
+			var local *localGateway
+			if mem != nil {
+				if local, err = newLocalGateway(mem, gcfg, gatewayListen, "http://"+ln.Addr().String()); err != nil {
+					_ = ln.Close()
+					return err
+				}
 			}
 			// Everything that can fail is set up before any goroutine starts.
 			var xl net.Listener
@@ -233,10 +251,16 @@ each backend's state, stats and weight.`,
 				if xl != nil {
 					_ = xl.Close()
 				}
+				if local != nil {
+					local.close()
+				}
 				return err
 			}
 			g, gctx := errgroup.WithContext(ctx)
 			g.Go(func() error { srv.Run(gctx); return nil })
+			if local != nil {
+				g.Go(func() error { return local.run(gctx) })
+			}
 			if xs != nil {
 				g.Go(func() error { return xs.Serve(gctx, xl) })
 				g.Go(func() error { exportXDS(gctx, srv, xs); return nil })
@@ -269,6 +293,8 @@ each backend's state, stats and weight.`,
 	f.StringVar(&k8sService, "k8s-service", "", "learn gateways from the EndpointSlices of this Kubernetes Service (NAMESPACE/NAME)")
 	f.StringVar(&k8sPort, "k8s-port", "http", "with --k8s-service: the Service port's name or number")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "with --k8s-service: a kubeconfig file (default: the pod's service account)")
+	gatewayFlags(f, &gcfg, "gateway-", "gateway in this process: ")
+	f.StringVar(&gatewayListen, "gateway-listen", "", "gateway in this process: address other routers reach it on (default: only this router, in memory)")
 	f.BoolVar(&verbose, "verbose", false, "log debug messages")
 	return cmd
 }

@@ -75,6 +75,9 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"slo matrix: empty window", []string{"study", "slo-matrix", "--measure", "0s"}, "--measure > 0"},
 		{"overlap zero clients", []string{"study", "overlap", "--clients", "0,4"}, "client counts must be >= 1"},
 		{"unknown command", []string{"simulate"}, "unknown command"},
+		{"gateway listen without engine", []string{"router", "--gateway-listen", "127.0.0.1:0"}, "need --gateway-engine"},
+		{"gateway routers unreachable", []string{"router", "--gateway-engine", "http://127.0.0.1:1", "--gateway-router", "http://127.0.0.1:2"}, "--gateway-router needs --gateway-listen"},
+		{"bad local gateway", []string{"router", "--listen", "127.0.0.1:0", "--gateway-engine", "http://127.0.0.1:1", "--gateway-id", "a b"}, `id "a b"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -250,4 +251,101 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestRouterRunsItsGateway runs a router with its backend's gateway in its
+// own process (--gateway-engine) next to a second router that reaches the
+// same gateway over --gateway-listen: both serve through it, the first in
+// memory over a link, and the gateway books every request once.
+func TestRouterRunsItsGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "hmac.key")
+	if err := os.WriteFile(keyFile, []byte("fleet:0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "2", "--hmac-key-file", keyFile)
+	other := startProcess(t, "router", "--listen", "127.0.0.1:0", "--hmac-key-file", keyFile)
+	gwAddr := freeAddr(t)
+	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--hmac-key-file", keyFile,
+		"--gateway-engine", eng.url, "--gateway-id", "box", "--gateway-listen", gwAddr, "--gateway-router", other.url)
+	for _, r := range []*process{rt, other} {
+		waitFor(t, 10*time.Second, "the gateway registered at "+r.url, func() bool { return countState(t, r.url, "ready") == 1 })
+	}
+	const perRouter = 6
+	for i := range perRouter {
+		for _, r := range []*process{rt, other} {
+			if backend, outcome := streamOnce(r.url, fmt.Sprintf("s%d", i)); backend != "box" || outcome != "ok" {
+				t.Fatalf("request %d via %s: backend %q, outcome %q", i, r.url, backend, outcome)
+			}
+		}
+	}
+	if got := metricSum(t, rt.url, "stargate_router_links", nil); got != 1 {
+		t.Errorf("router with the gateway: %v links, want 1 (its own gateway, in memory)", got)
+	}
+	if got := metricSum(t, other.url, "stargate_router_links", nil); got != 1 {
+		t.Errorf("other router: %v links, want 1 (over --gateway-listen)", got)
+	}
+	completed := metricSum(t, "http://"+gwAddr, "stargate_gateway_requests_total", map[string]string{"outcome": "completed"})
+	if completed != 2*perRouter {
+		t.Errorf("gateway completed %v requests, want %d", completed, 2*perRouter)
+	}
+	for _, r := range []*process{rt, other} {
+		if accepted, ended := routerAccounting(t, r.url); accepted != perRouter || ended != perRouter {
+			t.Errorf("router %s: accepted %v, ended %v; want %d each", r.url, accepted, ended, perRouter)
+		}
+	}
+
+	// Without --gateway-listen the gateway has no socket at all: its
+	// advertised host exists only in the router's memory, so a completed
+	// request proves the in-memory path.
+	alone := startProcess(t, "router", "--listen", "127.0.0.1:0", "--gateway-engine", eng.url)
+	waitFor(t, 10*time.Second, "the in-process gateway registered", func() bool { return countState(t, alone.url, "ready") == 1 })
+	if backend, outcome := streamOnce(alone.url, "alone"); backend != "local" || outcome != "ok" {
+		t.Fatalf("via the router alone: backend %q, outcome %q", backend, outcome)
+	}
+}
+
+// metricSum adds up the samples of one metric family at url/metrics whose
+// labels include want.
+func metricSum(t *testing.T, url, name string, want map[string]string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+next:
+	for _, m := range fams[name].GetMetric() {
+		for k, v := range want {
+			found := false
+			for _, l := range m.GetLabel() {
+				found = found || (l.GetName() == k && l.GetValue() == v)
+			}
+			if !found {
+				continue next
+			}
+		}
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return sum
+}
+
+// freeAddr returns a loopback address nothing listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

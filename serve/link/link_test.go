@@ -442,3 +442,35 @@ func TestHeaderLeavesWithTheBody(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 }
+
+// TestLinkDialsWithDial: a Transport with Dial opens its link through it
+// (a router reaching a gateway in its own process dials in memory).
+func TestLinkDialsWithDial(t *testing.T) {
+	g := startGateway(t, true)
+	tr := newTransport(t)
+	var mu sync.Mutex
+	var dialed []string
+	tr.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		dialed = append(dialed, addr)
+		mu.Unlock()
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	for i := range 3 {
+		resp, err := get(t, context.Background(), tr, g.url+"/stream?n=2")
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if string(b) != "data: 0\n\ndata: 1\n\n" {
+			t.Fatalf("request %d: body %q", i, b)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if host := strings.TrimPrefix(g.url, "http://"); len(dialed) != 1 || dialed[0] != host || tr.Links() != 1 {
+		t.Fatalf("dialed %q with %d links; want one dial of %s and one link", dialed, tr.Links(), host)
+	}
+}

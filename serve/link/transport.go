@@ -35,7 +35,10 @@ const (
 // large for a frame) through Fallback.
 type Transport struct {
 	Fallback http.RoundTripper
-	dialer   net.Dialer
+	// Dial opens a link's connection; nil dials TCP. A router that runs a
+	// gateway in its own process dials it in memory (package memnet).
+	Dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	dialer net.Dialer
 
 	mu     sync.Mutex
 	hosts  map[string]*hostLink
@@ -165,7 +168,11 @@ func (t *Transport) link(ctx context.Context, host string) (*clientConn, error) 
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handshakeTimeout)
 	defer cancel()
-	nc, err := t.dialer.DialContext(dctx, "tcp", host)
+	dial := t.Dial
+	if dial == nil {
+		dial = t.dialer.DialContext
+	}
+	nc, err := dial(dctx, "tcp", host)
 	if err != nil {
 		return nil, err
 	}

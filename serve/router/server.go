@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -63,8 +64,12 @@ type Config struct {
 	ProbeInterval time.Duration
 	Logger        *slog.Logger
 	// Transport carries plain HTTP to backends (and is the fallback of the
-	// links); nil means a default http.Transport.
+	// links); nil means a default http.Transport that dials with Dial.
 	Transport http.RoundTripper
+	// Dial opens connections to backends, links included; nil dials TCP.
+	// A router that runs a gateway in its own process reaches it in memory
+	// with a memnet dialer here.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Network, if set, wraps everything sent to backends, links included:
 	// a live fleet's in-process network (package netsim) goes here, so that
 	// its delays apply whichever way a request travels.
@@ -186,11 +191,12 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		tr = &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
+		tr = &http.Transport{DialContext: cfg.Dial, MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
 	}
 	var links *link.Transport
 	if cfg.Link {
 		links = link.NewTransport(tr)
+		links.Dial = cfg.Dial
 		tr = links
 	}
 	if cfg.Network != nil {

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"net"
+
+	"github.com/spf13/pflag"
+
+	"github.com/stargate-llm/stargate/serve/auth"
+	"github.com/stargate-llm/stargate/serve/gateway"
+	"github.com/stargate-llm/stargate/serve/memnet"
+	"github.com/stargate-llm/stargate/serve/router"
+)
+
+// gatewayFlags registers the flags that describe a gateway's backend, its
+// limits and its routers: unprefixed for stargate gateway, prefixed
+// "gateway-" for the gateway a router runs in its own process.
+func gatewayFlags(f *pflag.FlagSet, cfg *gateway.Config, prefix, what string) {
+	f.StringArrayVar(&cfg.Engines, prefix+"engine", nil, what+"engine base URL (repeat for one URL per GPU worker)")
+	f.IntVar(&cfg.Workers, prefix+"workers", 0, what+"workers behind a single engine URL (0: ask its /metrics, else 1)")
+	f.StringArrayVar(&cfg.DCGM, prefix+"dcgm-url", nil, what+"DCGM exporter metrics URL for hardware signals (repeatable; a stargate engine serves one at /dcgm/metrics)")
+	f.StringArrayVar(&cfg.Routers, prefix+"router", nil, what+"router base URL to send stats to (repeatable)")
+	f.StringVar(&cfg.ID, prefix+"id", cfg.ID, what+"backend name routers know this gateway by")
+	f.StringVar(&cfg.Region, prefix+"region", "", what+"region of this backend")
+	f.StringVar(&cfg.Advertise, prefix+"advertise", "", what+"URL routers use to reach this gateway (default http://LISTEN)")
+	f.IntVar(&cfg.Slots.MaxInflightPerWorker, prefix+"max-inflight-per-worker", cfg.Slots.MaxInflightPerWorker, what+"submissions one worker may hold at once")
+	f.IntVar(&cfg.Slots.MaxWaitingRequests, prefix+"max-waiting-requests", cfg.Slots.MaxWaitingRequests, what+"submissions that may wait for a worker permit")
+	f.DurationVar(&cfg.UpstreamIdleTimeout, prefix+"upstream-idle-timeout", cfg.UpstreamIdleTimeout, what+"longest wait for the engine's next byte; longer quarantines the worker")
+}
+
+// localGatewayAddr is the in-memory address of a router's own gateway when
+// no other router may reach it (no --gateway-listen).
+const localGatewayAddr = "gateway.in-process:80"
+
+// localGateway is the gateway a router runs in its own process with
+// --gateway-engine: the router reaches it in memory (package memnet), other
+// routers over --gateway-listen.
+type localGateway struct {
+	srv  *gateway.Server
+	mem  net.Listener // the router's way in
+	tcp  net.Listener // other routers' way in; nil without --gateway-listen
+	addr string
+}
+
+// prepareLocalGateway points the router's dials at an in-memory network and
+// gives both sides one key (a random one when the operator gave none: only
+// this process then signs or checks stats). It runs before router.New.
+func prepareLocalGateway(rcfg *router.Config, gcfg *gateway.Config, listen string) (*memnet.Network, error) {
+	if len(gcfg.Routers) > 0 && listen == "" {
+		return nil, usagef("--gateway-router needs --gateway-listen: other routers reach the gateway there")
+	}
+	if len(rcfg.Key.Secret) == 0 {
+		rcfg.Key = auth.RandomKey("local")
+	}
+	gcfg.Key = rcfg.Key
+	mem := memnet.New()
+	rcfg.Dial = mem.Dial(nil)
+	return mem, nil
+}
+
+// newLocalGateway opens the gateway's listeners and builds it; it registers
+// with the router at routerURL like any other gateway.
+func newLocalGateway(mem *memnet.Network, gcfg gateway.Config, listen, routerURL string) (*localGateway, error) {
+	lg := &localGateway{addr: localGatewayAddr}
+	if listen != "" {
+		tl, err := net.Listen("tcp", listen)
+		if err != nil {
+			return nil, usagef("--gateway-listen %q: %v", listen, err)
+		}
+		lg.tcp, lg.addr = tl, tl.Addr().String()
+	}
+	ml, err := mem.Listen(lg.addr)
+	if err != nil {
+		lg.close()
+		return nil, failure{err}
+	}
+	lg.mem = ml
+	if gcfg.Advertise == "" {
+		gcfg.Advertise = "http://" + lg.addr
+	}
+	gcfg.Routers = append([]string{routerURL}, gcfg.Routers...)
+	if lg.srv, err = gateway.New(gcfg); err != nil {
+		lg.close()
+		return nil, usageError{err}
+	}
+	return lg, nil
+}
+
+// run starts the gateway (it waits for the engine to answer) and serves it
+// on its listeners until ctx ends. The router serves meanwhile: until the
+// gateway registers it has no backend, or only its others.
+func (lg *localGateway) run(ctx context.Context) error {
+	if err := lg.srv.Start(ctx); err != nil {
+		lg.close()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return failure{err}
+	}
+	errc := make(chan error, 1)
+	if lg.tcp != nil {
+		go func() { errc <- serveHandler(ctx, lg.tcp, lg.srv.Handler()) }()
+	}
+	err := serveHandler(ctx, lg.mem, lg.srv.Handler())
+	if lg.tcp != nil {
+		if terr := <-errc; err == nil {
+			err = terr
+		}
+	}
+	lg.srv.Wait()
+	return err
+}
+
+func (lg *localGateway) close() {
+	for _, l := range []net.Listener{lg.mem, lg.tcp} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+}
