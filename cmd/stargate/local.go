@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"net/url"
 
 	"github.com/spf13/pflag"
 
@@ -36,10 +37,9 @@ const localGatewayAddr = "gateway.in-process:80"
 // --gateway-engine: the router reaches it in memory (package memnet), other
 // routers over --gateway-listen.
 type localGateway struct {
-	srv  *gateway.Server
-	mem  net.Listener // the router's way in
-	tcp  net.Listener // other routers' way in; nil without --gateway-listen
-	addr string
+	srv *gateway.Server
+	mem net.Listener // the router's way in, at the advertised address
+	tcp net.Listener // other routers' way in; nil without --gateway-listen
 }
 
 // prepareLocalGateway points the router's dials at an in-memory network and
@@ -48,6 +48,11 @@ type localGateway struct {
 func prepareLocalGateway(rcfg *router.Config, gcfg *gateway.Config, listen string) (*memnet.Network, error) {
 	if len(gcfg.Routers) > 0 && listen == "" {
 		return nil, usagef("--gateway-router needs --gateway-listen: other routers reach the gateway there")
+	}
+	if gcfg.Advertise != "" {
+		if _, err := advertisedAddr(gcfg.Advertise); err != nil {
+			return nil, err
+		}
 	}
 	if len(rcfg.Key.Secret) == 0 {
 		rcfg.Key = auth.RandomKey("local")
@@ -61,28 +66,42 @@ func prepareLocalGateway(rcfg *router.Config, gcfg *gateway.Config, listen strin
 // newLocalGateway opens the gateway's listeners and builds it; it registers
 // with the router at routerURL like any other gateway.
 func newLocalGateway(mem *memnet.Network, gcfg gateway.Config, listen, routerURL string) (*localGateway, error) {
-	lg := &localGateway{addr: localGatewayAddr}
+	memAddr := localGatewayAddr
+	if gcfg.Advertise != "" {
+		a, err := advertisedAddr(gcfg.Advertise)
+		if err != nil {
+			return nil, err
+		}
+		memAddr = a
+	}
+	lg := &localGateway{}
 	if listen != "" {
 		tl, err := net.Listen("tcp", listen)
 		if err != nil {
 			return nil, usagef("--gateway-listen %q: %v", listen, err)
 		}
-		lg.tcp, lg.addr = tl, tl.Addr().String()
+		lg.tcp = tl
+		if gcfg.Advertise == "" {
+			memAddr = tl.Addr().String()
+		}
 	}
-	ml, err := mem.Listen(lg.addr)
+	if gcfg.Advertise == "" {
+		gcfg.Advertise = "http://" + memAddr
+	}
+	// The router's own dials to the advertised address stay in memory.
+	ml, err := mem.Listen(memAddr)
 	if err != nil {
 		lg.close()
 		return nil, failure{err}
 	}
 	lg.mem = ml
-	if gcfg.Advertise == "" {
-		gcfg.Advertise = "http://" + lg.addr
-	}
 	gcfg.Routers = append([]string{routerURL}, gcfg.Routers...)
-	if lg.srv, err = gateway.New(gcfg); err != nil {
+	srv, err := gateway.New(gcfg)
+	if err != nil {
 		lg.close()
 		return nil, usageError{err}
 	}
+	lg.srv = srv
 	return lg, nil
 }
 
@@ -117,4 +136,17 @@ func (lg *localGateway) close() {
 			_ = l.Close()
 		}
 	}
+}
+
+// advertisedAddr is the host:port of an advertised gateway URL, which must
+// be plain HTTP: that is what the gateway serves.
+func advertisedAddr(advertise string) (string, error) {
+	u, err := url.Parse(advertise)
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.Path != "" && u.Path != "/" {
+		return "", usagef("--gateway-advertise %q: want http://HOST[:PORT]", advertise)
+	}
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), "80"), nil
+	}
+	return u.Host, nil
 }

@@ -77,6 +77,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"unknown command", []string{"simulate"}, "unknown command"},
 		{"gateway listen without engine", []string{"router", "--gateway-listen", "127.0.0.1:0"}, "need --gateway-engine"},
 		{"gateway routers unreachable", []string{"router", "--gateway-engine", "http://127.0.0.1:1", "--gateway-router", "http://127.0.0.1:2"}, "--gateway-router needs --gateway-listen"},
+		{"bad gateway advertise", []string{"router", "--gateway-engine", "http://127.0.0.1:1", "--gateway-advertise", "https://gw:443"}, "want http://HOST[:PORT]"},
 		{"bad local gateway", []string{"router", "--listen", "127.0.0.1:0", "--gateway-engine", "http://127.0.0.1:1", "--gateway-id", "a b"}, `id "a b"`},
 	}
 	for _, tt := range tests {
@@ -424,5 +425,28 @@ func TestSimTraceReplay(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "sim", "--fleet", fleet, "--trace", path, "--warmup", "1h"); code != 2 || !strings.Contains(stderr, "leaves none of the trace") {
 		t.Errorf("warm-up past the trace: exit %d, %q", code, stderr)
+	}
+}
+
+func TestAdvertisedAddr(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"http://10.0.0.5:9001", "10.0.0.5:9001"},
+		{"http://gw.example", "gw.example:80"},
+		{"http://[::1]:9001/", "[::1]:9001"},
+		{"https://gw.example", ""},
+		{"gw.example:9001", ""},
+		{"http://gw.example/v1", ""},
+	}
+	for _, tt := range tests {
+		got, err := advertisedAddr(tt.in)
+		if tt.want == "" {
+			if err == nil {
+				t.Errorf("advertisedAddr(%q) = %q, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("advertisedAddr(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
 	}
 }

@@ -301,10 +301,14 @@ func TestRouterRunsItsGateway(t *testing.T) {
 	// Without --gateway-listen the gateway has no socket at all: its
 	// advertised host exists only in the router's memory, so a completed
 	// request proves the in-memory path.
-	alone := startProcess(t, "router", "--listen", "127.0.0.1:0", "--gateway-engine", eng.url)
-	waitFor(t, 10*time.Second, "the in-process gateway registered", func() bool { return countState(t, alone.url, "ready") == 1 })
-	if backend, outcome := streamOnce(alone.url, "alone"); backend != "local" || outcome != "ok" {
-		t.Fatalf("via the router alone: backend %q, outcome %q", backend, outcome)
+	// The same with an advertised address nothing resolves: the router's
+	// own dials to it stay in memory.
+	for _, extra := range [][]string{nil, {"--gateway-advertise", "http://box.invalid:9"}} {
+		alone := startProcess(t, append([]string{"router", "--listen", "127.0.0.1:0", "--gateway-engine", eng.url}, extra...)...)
+		waitFor(t, 10*time.Second, "the in-process gateway registered", func() bool { return countState(t, alone.url, "ready") == 1 })
+		if backend, outcome := streamOnce(alone.url, "alone"); backend != "local" || outcome != "ok" {
+			t.Fatalf("via the router alone %v: backend %q, outcome %q", extra, backend, outcome)
+		}
 	}
 }
 
