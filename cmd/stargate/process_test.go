@@ -299,10 +299,8 @@ func TestRouterRunsItsGateway(t *testing.T) {
 	}
 
 	// Without --gateway-listen the gateway has no socket at all: its
-	// advertised host exists only in the router's memory, so a completed
-	// request proves the in-memory path.
-	// The same with an advertised address nothing resolves: the router's
-	// own dials to it stay in memory.
+	// advertised host (the default, or one nothing resolves) exists only in
+	// the router's memory, so a completed request proves the in-memory path.
 	for _, extra := range [][]string{nil, {"--gateway-advertise", "http://box.invalid:9"}} {
 		alone := startProcess(t, append([]string{"router", "--listen", "127.0.0.1:0", "--gateway-engine", eng.url}, extra...)...)
 		waitFor(t, 10*time.Second, "the in-process gateway registered", func() bool { return countState(t, alone.url, "ready") == 1 })
@@ -350,6 +348,6 @@ func freeAddr(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	return ln.Addr().String()
 }

@@ -21,7 +21,7 @@ func New() *Network {
 }
 
 // Listen registers a listener at addr ("host:port"). One listener holds an
-// address at a time; Close frees it.
+// address at a time; once it is closed another may take the address.
 func (n *Network) Listen(addr string) (*Listener, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("memnet: listen %q: want host:port: %w", addr, err)
@@ -31,7 +31,7 @@ func (n *Network) Listen(addr string) (*Listener, error) {
 	if old, taken := n.listeners[addr]; taken && !old.closed() {
 		return nil, fmt.Errorf("memnet: listen %q: address already in use", addr)
 	}
-	l := &Listener{net: n, addr: Addr(addr), conns: make(chan net.Conn), done: make(chan struct{})}
+	l := &Listener{addr: Addr(addr), conns: make(chan net.Conn), done: make(chan struct{})}
 	n.listeners[addr] = l
 	return l, nil
 }
@@ -58,7 +58,6 @@ func (n *Network) Dial(next func(ctx context.Context, network, addr string) (net
 
 // Listener is an in-process net.Listener.
 type Listener struct {
-	net   *Network
 	addr  Addr
 	conns chan net.Conn
 	once  sync.Once

@@ -58,7 +58,7 @@ func TestOtherAddressesGoToNext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	var asked []string
 	sentinel := errors.New("next dialer")
 	dial := n.Dial(func(_ context.Context, network, addr string) (net.Conn, error) {
@@ -108,7 +108,7 @@ func TestDialEndsWithItsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	_, err = n.Dial(nil)(ctx, "tcp", "a.local:1")
