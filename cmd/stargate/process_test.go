@@ -91,11 +91,7 @@ func TestKillGatewayUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five processes")
 	}
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "hmac.key")
-	if err := os.WriteFile(keyFile, []byte("fleet:0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := writeKeyFile(t)
 	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--policy", "least-request", "--hmac-key-file", keyFile)
 	var gws []*process
 	for i := range 2 {
@@ -223,23 +219,17 @@ func countState(t *testing.T, url, state string) int {
 // stargate_router_requests_total from the router's /metrics.
 func routerAccounting(t *testing.T, url string) (accepted, ended float64) {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
+	return metricSum(t, url, "stargate_router_accepted_total", nil), metricSum(t, url, "stargate_router_requests_total", nil)
+}
+
+// writeKeyFile writes the HMAC key the processes of a test share.
+func writeKeyFile(t *testing.T) string {
+	t.Helper()
+	keyFile := filepath.Join(t.TempDir(), "hmac.key")
+	if err := os.WriteFile(keyFile, []byte("fleet:0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range fams["stargate_router_accepted_total"].GetMetric() {
-		accepted += m.GetCounter().GetValue()
-	}
-	for _, m := range fams["stargate_router_requests_total"].GetMetric() {
-		ended += m.GetCounter().GetValue()
-	}
-	return accepted, ended
+	return keyFile
 }
 
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
@@ -261,11 +251,7 @@ func TestRouterRunsItsGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
 	}
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "hmac.key")
-	if err := os.WriteFile(keyFile, []byte("fleet:0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := writeKeyFile(t)
 	eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "2", "--hmac-key-file", keyFile)
 	other := startProcess(t, "router", "--listen", "127.0.0.1:0", "--hmac-key-file", keyFile)
 	gwAddr := freeAddr(t)
