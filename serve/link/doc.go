@@ -10,7 +10,7 @@
 // context switches of the router-gateway hop (BENCHMARKS.md, "Proxy path").
 //
 // The router opens a link with an HTTP/1.1 upgrade (GET /v1/stargate/link,
-// Upgrade: stargate-link/1) on the gateway's own port, so nothing else needs
+// Upgrade: stargate-link/2) on the gateway's own port, so nothing else needs
 // opening; a backend that answers anything but 101 (an engine, an older
 // gateway) is remembered as plain HTTP for a while and reached through the
 // fallback transport. Transport is the router's side (an http.RoundTripper);
@@ -27,8 +27,14 @@
 //	                          error (before RESPONSE: the request failed)
 //	RESET    router->gateway  the router no longer wants the stream
 //	GOAWAY   gateway->router  take no new streams here (shutting down)
+//	WINDOW   router->gateway  the stream's reader took this many more bytes
 //
-// There is no per-stream flow control: the gateway's writes wait when the
-// connection's queue is full, and a router stream whose reader falls
-// MaxStreamBuffer behind is failed rather than stalling the others.
+// Flow control is per stream, as HTTP/2's: a gateway may send StreamWindow
+// body bytes on a stream beyond what the router's reader has taken, and
+// WINDOW frames reopen the window as it reads. A slow reader therefore
+// holds up its own stream only (the gateway's handler waits in Write, as it
+// would on a slow TCP connection, and stops reading from the engine), and
+// the router buffers at most StreamWindow bytes per stream. Short answers,
+// most of the traffic, never fill a window and send no WINDOW frame.
+// Besides, the gateway's writes wait when the connection's queue is full.
 package link

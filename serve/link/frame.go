@@ -10,7 +10,7 @@ import (
 
 // Proto is the Upgrade token of a link; Path is where a gateway accepts it.
 const (
-	Proto = "stargate-link/1"
+	Proto = "stargate-link/2"
 	Path  = "/v1/stargate/link"
 )
 
@@ -22,6 +22,7 @@ const (
 	frameEnd      byte = 4
 	frameReset    byte = 5
 	frameGoAway   byte = 6
+	frameWindow   byte = 7
 )
 
 const (
@@ -31,7 +32,27 @@ const (
 	MaxFrame = 16 << 20
 	// maxHeaderBytes bounds the encoded headers of a request or response.
 	maxHeaderBytes = 1 << 20
+	// StreamWindow is how many response body bytes a gateway may send on a
+	// stream beyond what the router's reader has taken: the stream's flow
+	// control window, which WINDOW frames reopen as the reader reads.
+	StreamWindow = 256 << 10
 )
+
+// appendWindow encodes a WINDOW frame's payload: the bytes the gateway may
+// send on the stream in addition to what it could before.
+func appendWindow(b []byte, n uint32) []byte { return binary.BigEndian.AppendUint32(b, n) }
+
+// decodeWindow decodes a WINDOW frame's payload.
+func decodeWindow(p []byte) (uint32, error) {
+	if len(p) != 4 {
+		return 0, fmt.Errorf("link: WINDOW payload of %d bytes, want 4", len(p))
+	}
+	n := binary.BigEndian.Uint32(p)
+	if n == 0 || n > StreamWindow {
+		return 0, fmt.Errorf("link: WINDOW of %d bytes, want 1-%d", n, StreamWindow)
+	}
+	return n, nil
+}
 
 var errFrameTooLarge = fmt.Errorf("link: frame payload over %d bytes", MaxFrame)
 

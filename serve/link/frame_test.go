@@ -106,6 +106,19 @@ func TestReadFrame(t *testing.T) {
 }
 
 // FuzzDecode feeds arbitrary bytes to every decoder: errors, never panics.
+func TestWindowFrames(t *testing.T) {
+	for _, n := range []uint32{1, StreamWindow / 2, StreamWindow} {
+		if got, err := decodeWindow(appendWindow(nil, n)); err != nil || got != n {
+			t.Errorf("window %d: decoded %d, %v", n, got, err)
+		}
+	}
+	for _, p := range [][]byte{nil, {0, 0, 1}, appendWindow(nil, 0), appendWindow(nil, StreamWindow+1), {0, 0, 0, 1, 0}} {
+		if n, err := decodeWindow(p); err == nil {
+			t.Errorf("payload %x: decoded %d, want an error", p, n)
+		}
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	req, _ := appendRequest("POST", "/v1/chat/completions", "gw:1", http.Header{"A": {"b"}}, []byte("{}"))
 	resp, _ := appendResponse(nil, 200, http.Header{"A": {"b"}})
@@ -118,6 +131,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		if status, _, err := decodeResponse(b); err == nil && (status < 100 || status > 999) {
 			t.Fatalf("decoded status %d", status)
+		}
+		if n, err := decodeWindow(b); err == nil && (n == 0 || n > StreamWindow) {
+			t.Fatalf("decoded a window of %d", n)
 		}
 		var scratch []byte
 		rd := bytes.NewReader(b)

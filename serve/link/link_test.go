@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ type testGateway struct {
 	// started receives each stream's request context as its handler starts.
 	started chan context.Context
 	release chan struct{}
+	// flooded counts the bytes /flood has written.
+	flooded atomic.Int64
 }
 
 // handler streams "n" events (?n=), echoes a POST body, or panics (/panic).
@@ -65,7 +68,9 @@ func (g *testGateway) handler(w http.ResponseWriter, r *http.Request) {
 	case "/flood":
 		chunk := make([]byte, 64<<10)
 		for r.Context().Err() == nil {
-			if _, err := w.Write(chunk); err != nil {
+			n, err := w.Write(chunk)
+			g.flooded.Add(int64(n))
+			if err != nil {
 				return
 			}
 		}
@@ -320,7 +325,10 @@ func TestHandlerPanicFailsOnlyItsStream(t *testing.T) {
 	resp.Body.Close()
 }
 
-func TestSlowReaderFailsAlone(t *testing.T) {
+// TestSlowReaderHoldsOnlyItsStream: a stream nobody reads stops its
+// gateway handler at the stream's window (the router buffers no more), the
+// link's other streams go on, and reading it reopens the window.
+func TestSlowReaderHoldsOnlyItsStream(t *testing.T) {
 	g := startGateway(t, true)
 	tr := newTransport(t)
 	flood, err := get(t, context.Background(), tr, g.url+"/flood")
@@ -328,40 +336,67 @@ func TestSlowReaderFailsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer flood.Body.Close()
-	// Nobody reads the flood: past MaxStreamBuffer it fails, and the link
-	// goes on serving other streams.
-	waitFor(t, "the unread stream to fail", func() bool {
+	waitFor(t, "the flood to fill its window", func() bool { return g.flooded.Load() >= StreamWindow })
+	for range 3 {
 		resp, err := get(t, context.Background(), tr, g.url+"/stream?n=2")
 		if err != nil {
 			t.Fatal(err)
 		}
+		if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "data: 0\n\ndata: 1\n\n" {
+			t.Fatalf("a stream beside the unread one: %q, %v", b, err)
+		}
 		resp.Body.Close()
-		flood.Body.(*clientStream).mu.Lock()
-		defer flood.Body.(*clientStream).mu.Unlock()
-		return flood.Body.(*clientStream).err != nil
-	})
-	if _, err := io.ReadAll(flood.Body); err == nil || !strings.Contains(err.Error(), "fell") {
-		t.Fatalf("reading the flood: %v", err)
+	}
+	if n := g.flooded.Load(); n != StreamWindow {
+		t.Fatalf("the gateway wrote %d bytes to a stream nobody read; want its window, %d", n, StreamWindow)
+	}
+	st := flood.Body.(*clientStream)
+	st.mu.Lock()
+	buffered, ferr := len(st.buf)-st.off, st.err
+	st.mu.Unlock()
+	if buffered > StreamWindow || ferr != nil {
+		t.Fatalf("router side: %d bytes buffered, err %v; want at most %d and no error", buffered, ferr, StreamWindow)
+	}
+	// Reading reopens the window: far more than one window comes through.
+	const want = 8 * StreamWindow
+	if n, err := io.CopyN(io.Discard, flood.Body, want); err != nil || n != want {
+		t.Fatalf("reading the flood: %d bytes, %v", n, err)
 	}
 }
 
 func TestProtocolErrorsCloseTheLink(t *testing.T) {
-	g := startGateway(t, true)
-	nc, err := net.Dial("tcp", strings.TrimPrefix(g.url, "http://"))
+	hang, err := appendRequest(http.MethodGet, "/hang", "x", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = nc.Close() }()
-	br, ok := handshake(nc, "x")
-	if !ok {
-		t.Fatal("handshake refused")
+	tests := []struct {
+		name   string
+		frames []byte
+	}{
+		{"a gateway's frame", appendFrame(nil, frameData, 1, []byte("not for a gateway"))},
+		{"a short window", appendFrame(nil, frameWindow, 1, []byte{0, 1})},
+		{"a window past the limit", appendFrame(appendFrame(nil, frameRequest, 1, hang), frameWindow, 1, appendWindow(nil, StreamWindow))},
 	}
-	if _, err := nc.Write(appendFrame(nil, frameData, 1, []byte("not for a gateway"))); err != nil {
-		t.Fatal(err)
-	}
-	_ = nc.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
-		t.Fatalf("after a bad frame: %v; want the gateway to close the link", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := startGateway(t, true)
+			nc, err := net.Dial("tcp", strings.TrimPrefix(g.url, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = nc.Close() }()
+			br, ok := handshake(nc, "x")
+			if !ok {
+				t.Fatal("handshake refused")
+			}
+			if _, err := nc.Write(tt.frames); err != nil {
+				t.Fatal(err)
+			}
+			_ = nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if _, err := io.Copy(io.Discard, br); err != nil {
+				t.Fatalf("after %s: %v; want the gateway to close the link", tt.name, err)
+			}
+		})
 	}
 }
 

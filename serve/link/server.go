@@ -129,6 +129,10 @@ type serverConn struct {
 
 type serverStream struct {
 	cancel context.CancelCauseFunc
+	// credit is what the stream may still send (guarded by the conn's mu);
+	// more wakes a writer waiting for it.
+	credit int
+	more   chan struct{}
 }
 
 var errReset = errors.New("link: the router reset the stream")
@@ -150,6 +154,8 @@ func (c *serverConn) readLoop() {
 				st.cancel(errReset)
 			}
 			c.mu.Unlock()
+		case frameWindow:
+			err = c.window(id, p)
 		default:
 			err = fmt.Errorf("link: unexpected frame type %d from a router", typ)
 		}
@@ -166,6 +172,31 @@ func (c *serverConn) readLoop() {
 		st.cancel(errors.New("link: the connection to the router closed"))
 	}
 	c.mu.Unlock()
+}
+
+// window adds a WINDOW frame's bytes to the stream's credit; a window past
+// StreamWindow is the router's protocol fault. A stream that has ended may
+// still get one that was on its way.
+func (c *serverConn) window(id uint32, p []byte) error {
+	n, err := decodeWindow(p)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.streams[id]
+	if st == nil {
+		return nil
+	}
+	if st.credit+int(n) > StreamWindow {
+		return fmt.Errorf("link: stream %d's window opened past %d bytes", id, StreamWindow)
+	}
+	st.credit += int(n)
+	select {
+	case st.more <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // start begins serving stream id; an error is the router's protocol fault
@@ -199,17 +230,18 @@ func (c *serverConn) start(id uint32, p []byte) error {
 		c.srv.streams.Done()
 		return fmt.Errorf("link: stream %d opened twice", id)
 	}
-	c.streams[id] = &serverStream{cancel: cancel}
+	st := &serverStream{cancel: cancel, credit: StreamWindow, more: make(chan struct{}, 1)}
+	c.streams[id] = st
 	c.mu.Unlock()
 	hr := &http.Request{Method: req.method, URL: u, RequestURI: req.uri, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: req.header, Host: req.host, RemoteAddr: c.remote, ContentLength: int64(len(req.body)),
 		Body: io.NopCloser(bytes.NewReader(req.body))}
-	go c.serve(ctx, id, hr.WithContext(ctx), cancel)
+	go c.serve(ctx, id, st, hr.WithContext(ctx), cancel)
 	return nil
 }
 
-func (c *serverConn) serve(ctx context.Context, id uint32, r *http.Request, cancel context.CancelCauseFunc) {
-	w := &streamWriter{conn: c, id: id, ctx: ctx, header: make(http.Header)}
+func (c *serverConn) serve(ctx context.Context, id uint32, st *serverStream, r *http.Request, cancel context.CancelCauseFunc) {
+	w := &streamWriter{conn: c, id: id, st: st, ctx: ctx, header: make(http.Header)}
 	defer func() {
 		end := []byte(nil)
 		if v := recover(); v != nil {
@@ -242,10 +274,12 @@ func (c *serverConn) serve(ctx context.Context, id uint32, r *http.Request, canc
 // streamWriter is a stream's http.ResponseWriter. The header is encoded at
 // WriteHeader and leaves as a RESPONSE frame with the first body bytes (or
 // at Flush, or at the end); every write is a DATA frame queued for the link
-// at once, so Flush has nothing else to do.
+// at once, so Flush has nothing else to do. A write waits while the stream's
+// window is shut, as a write to a TCP connection whose reader is slow does.
 type streamWriter struct {
 	conn        *serverConn
 	id          uint32
+	st          *serverStream
 	ctx         context.Context
 	header      http.Header
 	wroteHeader bool
@@ -286,7 +320,11 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 	}
 	n := 0
 	for len(p) > 0 {
-		chunk := p[:min(len(p), MaxFrame)]
+		size, err := w.take(len(p))
+		if err != nil {
+			return n, err
+		}
+		chunk := p[:size]
 		if w.head != nil {
 			w.err = w.conn.snd.sendAfter(frameResponse, w.head, frameData, w.id, chunk)
 			w.head = nil
@@ -304,3 +342,23 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 
 // Flush sends the header if it has not left yet.
 func (w *streamWriter) Flush() { w.sendHead() }
+
+// take waits until the stream may send and takes up to want bytes of its
+// credit; it fails when the stream ends first.
+func (w *streamWriter) take(want int) (int, error) {
+	for {
+		w.conn.mu.Lock()
+		if w.st.credit > 0 {
+			n := min(want, w.st.credit)
+			w.st.credit -= n
+			w.conn.mu.Unlock()
+			return n, nil
+		}
+		w.conn.mu.Unlock()
+		select {
+		case <-w.st.more:
+		case <-w.ctx.Done():
+			return 0, context.Cause(w.ctx)
+		}
+	}
+}

@@ -18,10 +18,6 @@ import (
 // URI (at most 64 KiB each).
 const maxLinkBody = MaxFrame - maxHeaderBytes - 2*(2+0xffff)
 
-// MaxStreamBuffer is how far a stream's reader may fall behind its link
-// before the stream fails (the link's other streams must not wait for it).
-const MaxStreamBuffer = 8 << 20
-
 // How long a backend that refused the upgrade is reached over plain HTTP
 // before the next try, and the longest wait for a link's handshake.
 const (
@@ -344,6 +340,7 @@ type clientStream struct {
 	answered bool
 	buf      []byte
 	off      int
+	taken    int // bytes read since the last WINDOW frame
 	ended    bool
 	err      error
 	closed   bool
@@ -368,11 +365,11 @@ func (st *clientStream) push(p []byte) {
 	if st.off > 0 && st.off == len(st.buf) {
 		st.buf, st.off = st.buf[:0], 0
 	}
-	if len(st.buf)-st.off+len(p) > MaxStreamBuffer {
+	if len(st.buf)-st.off+len(p) > StreamWindow {
 		st.mu.Unlock()
 		// Not on the reader's goroutine: a full send queue must not stop
 		// the link's reads.
-		go st.abort(fmt.Errorf("link: the response's reader fell %d bytes behind", MaxStreamBuffer))
+		go st.abort(fmt.Errorf("link: the gateway sent past the stream's %d-byte window", StreamWindow))
 		return
 	}
 	st.buf = append(st.buf, p...)
@@ -437,7 +434,17 @@ func (st *clientStream) Read(p []byte) (int, error) {
 		if st.off < len(st.buf) {
 			n := copy(p, st.buf[st.off:])
 			st.off += n
+			// Reopen the gateway's window once half of it has been read:
+			// one WINDOW frame per StreamWindow/2 bytes, none for the
+			// short answers that are most of the traffic.
+			var grant int
+			if st.taken += n; st.taken >= StreamWindow/2 && !st.ended && st.err == nil {
+				grant, st.taken = st.taken, 0
+			}
 			st.mu.Unlock()
+			if grant > 0 {
+				_ = st.conn.snd.send(frameWindow, st.id, appendWindow(nil, uint32(grant)))
+			}
 			return n, nil
 		}
 		err, ended, closed := st.err, st.ended, st.closed
