@@ -337,3 +337,37 @@ func freeAddr(t *testing.T) string {
 	defer func() { _ = ln.Close() }()
 	return ln.Addr().String()
 }
+
+// TestTerminateDrainsStreams: a router with its gateway in its process,
+// told to stop while a stream flows, lets the stream finish whole (its last
+// frames leave before the link closes) and then exits.
+func TestTerminateDrainsStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two processes")
+	}
+	eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "1")
+	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--gateway-engine", eng.url)
+	waitFor(t, 10*time.Second, "the in-process gateway registered", func() bool { return countState(t, rt.url, "ready") == 1 })
+	body := `{"stream":true,"max_tokens":150,"messages":[{"role":"user","content":"Hi."}]}`
+	resp, err := http.Post(rt.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil { // the stream has begun
+		t.Fatal(err)
+	}
+	if err := rt.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil || bytes.Contains(rest, []byte(`"error"`)) || !bytes.HasSuffix(rest, []byte("data: [DONE]\n\n")) {
+		t.Fatalf("the stream after SIGTERM: %v, ends %q", err, rest[max(0, len(rest)-160):])
+	}
+	select {
+	case <-rt.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the router did not exit within 10 s of SIGTERM")
+	}
+}

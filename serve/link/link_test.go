@@ -310,6 +310,48 @@ func TestShutdownDrains(t *testing.T) {
 	}
 }
 
+// TestShutdownLetsStreamsFinish: streams in flight when Shutdown begins end
+// whole: their last frames leave before the link closes.
+func TestShutdownLetsStreamsFinish(t *testing.T) {
+	const streams = 20
+	for round := range 5 {
+		g := startGateway(t, true)
+		g.started = make(chan context.Context, streams)
+		g.release = make(chan struct{})
+		tr := newTransport(t)
+		results := make(chan error, streams)
+		for range streams {
+			go func() {
+				resp, err := get(t, context.Background(), tr, g.url+"/late")
+				if err != nil {
+					results <- err
+					return
+				}
+				defer resp.Body.Close()
+				if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "x" {
+					results <- fmt.Errorf("body %q, %w", b, err)
+					return
+				}
+				results <- nil
+			}()
+		}
+		for range streams {
+			<-g.started
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		done := make(chan struct{})
+		go func() { g.links.Shutdown(ctx); close(done) }()
+		close(g.release)
+		for range streams {
+			if err := <-results; err != nil {
+				t.Fatalf("round %d: a stream in flight at Shutdown: %v; want its whole body", round, err)
+			}
+		}
+		<-done
+		cancel()
+	}
+}
+
 func TestHandlerPanicFailsOnlyItsStream(t *testing.T) {
 	g := startGateway(t, true)
 	tr := newTransport(t)

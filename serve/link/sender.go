@@ -1,6 +1,7 @@
 package link
 
 import (
+	"context"
 	"net"
 	"runtime"
 	"sync"
@@ -19,12 +20,13 @@ type sender struct {
 	// first, so that the frames they queue leave in the same write.
 	coalesce bool
 
-	mu     sync.Mutex
-	room   sync.Cond // the queue drained, or the connection failed
-	out    []byte
-	spare  []byte
-	err    error // set once the connection failed or closed
-	closed chan struct{}
+	mu      sync.Mutex
+	room    sync.Cond // the queue drained, or the connection failed
+	out     []byte
+	writing bool // a write of what was queued is under way
+	spare   []byte
+	err     error // set once the connection failed or closed
+	closed  chan struct{}
 }
 
 func newSender(conn net.Conn, coalesce bool) *sender {
@@ -79,6 +81,24 @@ func (s *sender) fail(err error) {
 	}
 }
 
+// closeWhenFlushed closes the connection once what is queued has been
+// written, or at once when ctx ends first: a link that shuts down sends the
+// last frames of its streams before it closes.
+func (s *sender) closeWhenFlushed(ctx context.Context) {
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.room.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	for s.err == nil && (len(s.out) > 0 || s.writing) && ctx.Err() == nil {
+		s.room.Wait()
+	}
+	s.mu.Unlock()
+	s.fail(net.ErrClosed)
+}
+
 // loop writes queued frames until the connection fails.
 func (s *sender) loop() {
 	for {
@@ -96,6 +116,7 @@ func (s *sender) loop() {
 		s.mu.Lock()
 		buf := s.out
 		s.out, s.spare = s.spare[:0], nil
+		s.writing = true
 		s.mu.Unlock()
 		if len(buf) > 0 {
 			if _, err := s.conn.Write(buf); err != nil {
@@ -104,6 +125,7 @@ func (s *sender) loop() {
 			}
 		}
 		s.mu.Lock()
+		s.writing = false
 		if cap(buf) <= 2*maxQueued {
 			s.spare = buf[:0]
 		}

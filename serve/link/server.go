@@ -83,7 +83,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Shutdown stops taking streams, tells every router so, and waits for the
-// streams in flight to end or ctx to, then closes every link.
+// streams in flight to end or ctx to, then closes every link once the
+// frames queued on it (the streams' last) are written.
 func (s *Server) Shutdown(ctx context.Context) {
 	for _, c := range s.stop() {
 		_ = c.snd.send(frameGoAway, 0) // outside mu: a full queue may wait
@@ -94,7 +95,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 	}
-	s.Close()
+	for _, c := range s.stop() {
+		c.snd.closeWhenFlushed(ctx)
+	}
 }
 
 // Close stops taking streams and closes every link at once, as a crash
