@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,3 +268,35 @@ func sum(m map[string]uint64) uint64 {
 }
 
 func tail(s string) string { return s[max(0, len(s)-200):] }
+
+// slowClient is a ResponseWriter whose first write waits, as a write does
+// when the client reads slowly (a shut link window or a full socket).
+type slowClient struct {
+	*httptest.ResponseRecorder
+	wait time.Duration
+	once sync.Once
+}
+
+func (w *slowClient) Write(p []byte) (int, error) {
+	w.once.Do(func() { time.Sleep(w.wait) })
+	return w.ResponseRecorder.Write(p)
+}
+
+// TestSlowClientIsNotAnIdleEngine: time the gateway spends waiting on its
+// client is not time the engine was silent, so a client slower than the
+// upstream idle timeout neither fails its stream nor quarantines the worker.
+func TestSlowClientIsNotAnIdleEngine(t *testing.T) {
+	eng := startEngine(t, "127.0.0.1:0", testKey)
+	g, _ := startGateway(t, "http://"+eng.addr, func(c *Config) { c.UpstreamIdleTimeout = 100 * time.Millisecond })
+	w := &slowClient{ResponseRecorder: httptest.NewRecorder(), wait: 400 * time.Millisecond}
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+		strings.NewReader(`{"stream":true,"max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`))
+	g.Handler().ServeHTTP(w, req)
+	body := w.Body.String()
+	if w.Code != http.StatusOK || strings.Contains(body, `"error"`) || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Fatalf("status %d, body ends %q; want the whole stream", w.Code, body[max(0, len(body)-200):])
+	}
+	if q := g.Quarantined(); len(q) != 0 {
+		t.Fatalf("quarantined %v after a slow client", q)
+	}
+}

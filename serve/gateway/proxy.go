@@ -250,6 +250,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 			s.learnLimit(openai.ContextLimit(buf[:n]))
 		}
 		if n > 0 {
+			// A write waits on the client (a shut link window, a full
+			// socket): not the engine's silence, so not on its clock.
+			idle.Stop()
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
 				return
