@@ -210,6 +210,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 					_ = ln.Close()
 					return err
 				}
+				local.randomKey = keyFile == ""
 			}
 			// Everything that can fail is set up before any goroutine starts.
 			var xl net.Listener

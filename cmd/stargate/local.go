@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/url"
 
@@ -40,11 +41,16 @@ type localGateway struct {
 	srv *gateway.Server
 	mem net.Listener // the router's way in, at the advertised address
 	tcp net.Listener // other routers' way in; nil without --gateway-listen
+	log *slog.Logger
+	// randomKey: no --hmac-key-file, so the router and the gateway share a
+	// key nobody else knows.
+	randomKey bool
 }
 
 // prepareLocalGateway points the router's dials at an in-memory network and
 // gives both sides one key (a random one when the operator gave none: only
-// this process then signs or checks stats). It runs before router.New.
+// this process then signs or checks stats) and one logger. It runs before
+// router.New.
 func prepareLocalGateway(rcfg *router.Config, gcfg *gateway.Config, listen string) (*memnet.Network, error) {
 	if len(gcfg.Routers) > 0 && listen == "" {
 		return nil, usagef("--gateway-router needs --gateway-listen: other routers reach the gateway there")
@@ -57,7 +63,7 @@ func prepareLocalGateway(rcfg *router.Config, gcfg *gateway.Config, listen strin
 	if len(rcfg.Key.Secret) == 0 {
 		rcfg.Key = auth.RandomKey("local")
 	}
-	gcfg.Key = rcfg.Key
+	gcfg.Key, gcfg.Logger = rcfg.Key, rcfg.Logger
 	mem := memnet.New()
 	rcfg.Dial = mem.Dial(nil)
 	return mem, nil
@@ -74,7 +80,10 @@ func newLocalGateway(mem *memnet.Network, gcfg gateway.Config, listen, routerURL
 		}
 		memAddr = a
 	}
-	lg := &localGateway{}
+	lg := &localGateway{log: gcfg.Logger}
+	if lg.log == nil {
+		lg.log = slog.New(slog.DiscardHandler)
+	}
 	if listen != "" {
 		tl, err := net.Listen("tcp", listen)
 		if err != nil {
@@ -115,6 +124,9 @@ func (lg *localGateway) run(ctx context.Context) error {
 			return nil
 		}
 		return failure{err}
+	}
+	if lg.randomKey {
+		lg.log.Warn("no --hmac-key-file: the router and its gateway share a random key, so a worker quarantined after an uncertain completion can be neither fenced nor released and stays out of service until the router restarts; give the router and the engine the same key file")
 	}
 	errc := make(chan error, 1)
 	if lg.tcp != nil {

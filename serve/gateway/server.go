@@ -224,6 +224,7 @@ func (s *Server) Start(ctx context.Context) error {
 		key = s.cfg.Key.Secret
 	} else {
 		key = auth.RandomKey("fence").Secret // fences fail until an operator sets a key
+		s.log.Warn("no HMAC key: a worker quarantined after an uncertain completion can be neither fenced nor released and stays out of service until the gateway restarts; give the gateway and the engine the same key file")
 	}
 	slots, err := core.NewSlots(workers, s.cfg.Slots, key)
 	if err != nil {
