@@ -132,6 +132,9 @@ func TestEngineKilledMidStream(t *testing.T) {
 	if !strings.Contains(string(rest), `data: {"error"`) || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
 		t.Fatalf("stream after the kill ends %q; want an SSE error event", tail(string(rest)))
 	}
+	if strings.Contains(string(rest), "<nil>") || strings.Contains(string(rest), `\u003cnil\u003e`) {
+		t.Fatalf("the error event does not say why: %q", tail(string(rest)))
+	}
 	waitFor(t, 2*time.Second, "quarantine", func() bool { return len(g.Quarantined()) == 1 })
 
 	// A request while the only worker is quarantined waits; its client gives up.

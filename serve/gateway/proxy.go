@@ -224,7 +224,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 		default:
 			s.finish(id, worker, 0, core.Uncertain, ReasonEngineLost)
 			w.Header().Set(wire.HeaderBackend, s.cfg.ID)
-			openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine connection lost: %v", s.cfg.ID, context.Cause(ctx)))
+			openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine connection lost: %v", s.cfg.ID, lostBecause(ctx, err)))
 		}
 		return
 	}
@@ -279,7 +279,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 			// The engine went away mid-answer: it may still run the request.
 			s.finish(id, worker, 0, core.Uncertain, ReasonEngineLost)
 			if streaming {
-				openai.WriteStreamError(w, fmt.Sprintf("gateway %s: engine connection lost mid-stream: %v", s.cfg.ID, context.Cause(ctx)))
+				openai.WriteStreamError(w, fmt.Sprintf("gateway %s: engine connection lost mid-stream: %v", s.cfg.ID, lostBecause(ctx, rerr)))
 			}
 		}
 		return
@@ -287,6 +287,15 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 }
 
 var errIdle = errors.New("no byte from the engine within the idle timeout")
+
+// lostBecause says why the engine connection was lost: the idle timeout
+// (the request's context's cause) or the connection's own error.
+func lostBecause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	return err
+}
 
 // finish ends a request that reached forward: it returns its worker permit
 // (quarantining the worker after an uncertain outcome) and its admission slot.
