@@ -211,6 +211,15 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 					return err
 				}
 				local.randomKey = keyFile == ""
+				// The gateway's metrics (stargate_gateway_*) on the router's
+				// /metrics: without --gateway-listen it has no port of its own.
+				for _, c := range local.srv.Collectors() {
+					if err := srv.Registerer().Register(c); err != nil {
+						_ = ln.Close()
+						local.close()
+						return failure{fmt.Errorf("the gateway's metrics: %w", err)}
+					}
+				}
 			}
 			// Everything that can fail is set up before any goroutine starts.
 			var xl net.Listener

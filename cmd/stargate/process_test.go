@@ -293,6 +293,10 @@ func TestRouterRunsItsGateway(t *testing.T) {
 		if backend, outcome := streamOnce(alone.url, "alone"); backend != "local" || outcome != "ok" {
 			t.Fatalf("via the router alone %v: backend %q, outcome %q", extra, backend, outcome)
 		}
+		// The gateway's metrics are on the router's /metrics.
+		if got := metricSum(t, alone.url, "stargate_gateway_requests_total", map[string]string{"outcome": "completed"}); got != 1 {
+			t.Errorf("router alone %v: stargate_gateway_requests_total completed %v, want 1", extra, got)
+		}
 	}
 }
 

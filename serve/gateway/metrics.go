@@ -27,6 +27,12 @@ func newMetrics(s *Server) *metrics {
 
 func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
 
+// Collectors are the gateway's metrics, for a process that serves them on a
+// /metrics of its own too (a router running this gateway in process).
+func (s *Server) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.met.pushes, s.met.authRejected, collector{s}}
+}
+
 // collector reads the gateway's state at scrape time.
 type collector struct {
 	s *Server
