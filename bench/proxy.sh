@@ -151,7 +151,7 @@ static)
 	;;
 esac
 gateway_http_pid=${pids[-1]}
-start router-1proc "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_1P" --id router-1proc \
+start router-1proc "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_1P" --id router-1proc --hmac-key-file "$work/key.txt" \
 	--gateway-engine "http://$ENGINE" --gateway-id gw-1proc --gateway-max-inflight-per-worker 512
 router_1p_pid=${pids[-1]}
 wait_for gateway curl -sf "http://$GATEWAY/health"
