@@ -27,7 +27,6 @@ import (
 	"github.com/stargate-llm/stargate/serve/engine"
 	"github.com/stargate-llm/stargate/serve/fleet"
 	"github.com/stargate-llm/stargate/serve/gateway"
-	"github.com/stargate-llm/stargate/serve/memnet"
 	"github.com/stargate-llm/stargate/serve/router"
 	"github.com/stargate-llm/stargate/study"
 	"github.com/stargate-llm/stargate/workload"
@@ -187,14 +186,9 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 				}
 				cfg.Discovery = true
 			}
-			var mem *memnet.Network
-			if len(gcfg.Engines) > 0 {
-				var err error
-				if mem, err = prepareLocalGateway(&cfg, &gcfg, gatewayListen); err != nil {
-					return err
-				}
-			} else if gatewayListen != "" || len(gcfg.Routers) > 0 {
-				return usagef("--gateway-listen and --gateway-router need --gateway-engine")
+			local, err := newLocalGateway(&cfg, gcfg, gatewayListen)
+			if err != nil {
+				return err
 			}
 			srv, err := router.New(cfg, reg)
 			if err != nil {
@@ -204,21 +198,10 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 			if err != nil {
 				return usagef("--listen %q: %v", listen, err)
 			}
-			var local *localGateway
-			if mem != nil {
-				if local, err = newLocalGateway(mem, gcfg, gatewayListen, "http://"+ln.Addr().String()); err != nil {
+			if local != nil {
+				if err := local.open("http://"+ln.Addr().String(), srv.Registerer()); err != nil {
 					_ = ln.Close()
 					return err
-				}
-				local.randomKey = keyFile == ""
-				// The gateway's metrics (stargate_gateway_*) on the router's
-				// /metrics: without --gateway-listen it has no port of its own.
-				for _, c := range local.srv.Collectors() {
-					if err := srv.Registerer().Register(c); err != nil {
-						_ = ln.Close()
-						local.close()
-						return failure{fmt.Errorf("the gateway's metrics: %w", err)}
-					}
 				}
 			}
 			// Everything that can fail is set up before any goroutine starts.

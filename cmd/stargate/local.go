@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/stargate-llm/stargate/serve/auth"
@@ -38,80 +40,93 @@ const localGatewayAddr = "gateway.in-process:80"
 // --gateway-engine: the router reaches it in memory (package memnet), other
 // routers over --gateway-listen.
 type localGateway struct {
-	srv *gateway.Server
-	mem net.Listener // the router's way in, at the advertised address
-	tcp net.Listener // other routers' way in; nil without --gateway-listen
-	log *slog.Logger
+	cfg    gateway.Config
+	listen string // --gateway-listen
+	mem    *memnet.Network
+	// addr is the in-memory address: the advertised one, else the TCP
+	// listener's, else localGatewayAddr.
+	addr string
 	// randomKey: no --hmac-key-file, so the router and the gateway share a
 	// key nobody else knows.
 	randomKey bool
+	log       *slog.Logger
+
+	srv   *gateway.Server
+	memLn net.Listener // the router's way in
+	tcpLn net.Listener // other routers' way in; nil without --gateway-listen
 }
 
-// prepareLocalGateway points the router's dials at an in-memory network and
-// gives both sides one key (a random one when the operator gave none: only
-// this process then signs or checks stats) and one logger. It runs before
-// router.New.
-func prepareLocalGateway(rcfg *router.Config, gcfg *gateway.Config, listen string) (*memnet.Network, error) {
+// newLocalGateway checks the --gateway-* flags and, with --gateway-engine,
+// prepares the router for its gateway: its dials go through an in-memory
+// network, and the two share one key (a random one when the operator gave
+// none) and one logger. Without --gateway-engine it returns nil. It runs
+// before router.New.
+func newLocalGateway(rcfg *router.Config, gcfg gateway.Config, listen string) (*localGateway, error) {
+	if len(gcfg.Engines) == 0 {
+		if listen != "" || len(gcfg.Routers) > 0 {
+			return nil, usagef("--gateway-listen and --gateway-router need --gateway-engine")
+		}
+		return nil, nil
+	}
 	if len(gcfg.Routers) > 0 && listen == "" {
 		return nil, usagef("--gateway-router needs --gateway-listen: other routers reach the gateway there")
 	}
-	if gcfg.Advertise != "" {
-		if _, err := advertisedAddr(gcfg.Advertise); err != nil {
-			return nil, err
-		}
-	}
-	if len(rcfg.Key.Secret) == 0 {
-		rcfg.Key = auth.RandomKey("local")
-	}
-	gcfg.Key, gcfg.Logger = rcfg.Key, rcfg.Logger
-	mem := memnet.New()
-	rcfg.Dial = mem.Dial(nil)
-	return mem, nil
-}
-
-// newLocalGateway opens the gateway's listeners and builds it; it registers
-// with the router at routerURL like any other gateway.
-func newLocalGateway(mem *memnet.Network, gcfg gateway.Config, listen, routerURL string) (*localGateway, error) {
-	memAddr := localGatewayAddr
+	lg := &localGateway{listen: listen, mem: memnet.New(), addr: localGatewayAddr, log: rcfg.Logger}
 	if gcfg.Advertise != "" {
 		a, err := advertisedAddr(gcfg.Advertise)
 		if err != nil {
 			return nil, err
 		}
-		memAddr = a
+		lg.addr = a
 	}
-	lg := &localGateway{log: gcfg.Logger}
+	if len(rcfg.Key.Secret) == 0 {
+		rcfg.Key, lg.randomKey = auth.RandomKey("local"), true
+	}
 	if lg.log == nil {
 		lg.log = slog.New(slog.DiscardHandler)
 	}
-	if listen != "" {
-		tl, err := net.Listen("tcp", listen)
+	gcfg.Key, gcfg.Logger = rcfg.Key, lg.log
+	rcfg.Dial = lg.mem.Dial(nil)
+	lg.cfg = gcfg
+	return lg, nil
+}
+
+// open opens the gateway's listeners and builds it: it registers with the
+// router at routerURL like any other gateway, and its metrics join reg (the
+// router's /metrics; without --gateway-listen it has no port of its own).
+func (lg *localGateway) open(routerURL string, reg prometheus.Registerer) error {
+	if lg.listen != "" {
+		tl, err := net.Listen("tcp", lg.listen)
 		if err != nil {
-			return nil, usagef("--gateway-listen %q: %v", listen, err)
+			return usagef("--gateway-listen %q: %v", lg.listen, err)
 		}
-		lg.tcp = tl
-		if gcfg.Advertise == "" {
-			memAddr = tl.Addr().String()
+		lg.tcpLn = tl
+		if lg.cfg.Advertise == "" {
+			lg.addr = tl.Addr().String()
 		}
 	}
-	if gcfg.Advertise == "" {
-		gcfg.Advertise = "http://" + memAddr
+	if lg.cfg.Advertise == "" {
+		lg.cfg.Advertise = "http://" + lg.addr
 	}
 	// The router's own dials to the advertised address stay in memory.
-	ml, err := mem.Listen(memAddr)
+	ml, err := lg.mem.Listen(lg.addr)
 	if err != nil {
 		lg.close()
-		return nil, failure{err}
+		return failure{err}
 	}
-	lg.mem = ml
-	gcfg.Routers = append([]string{routerURL}, gcfg.Routers...)
-	srv, err := gateway.New(gcfg)
-	if err != nil {
+	lg.memLn = ml
+	lg.cfg.Routers = append([]string{routerURL}, lg.cfg.Routers...)
+	if lg.srv, err = gateway.New(lg.cfg); err != nil {
 		lg.close()
-		return nil, usageError{err}
+		return usageError{err}
 	}
-	lg.srv = srv
-	return lg, nil
+	for _, c := range lg.srv.Collectors() {
+		if err := reg.Register(c); err != nil {
+			lg.close()
+			return failure{fmt.Errorf("the gateway's metrics: %w", err)}
+		}
+	}
+	return nil
 }
 
 // run starts the gateway (it waits for the engine to answer) and serves it
@@ -129,11 +144,11 @@ func (lg *localGateway) run(ctx context.Context) error {
 		lg.log.Warn("no --hmac-key-file: the router and its gateway share a random key, so a worker quarantined after an uncertain completion can be neither fenced nor released and stays out of service until the router restarts; give the router and the engine the same key file")
 	}
 	errc := make(chan error, 1)
-	if lg.tcp != nil {
-		go func() { errc <- serveHandler(ctx, lg.tcp, lg.srv.Handler()) }()
+	if lg.tcpLn != nil {
+		go func() { errc <- serveHandler(ctx, lg.tcpLn, lg.srv.Handler()) }()
 	}
-	err := serveHandler(ctx, lg.mem, lg.srv.Handler())
-	if lg.tcp != nil {
+	err := serveHandler(ctx, lg.memLn, lg.srv.Handler())
+	if lg.tcpLn != nil {
 		if terr := <-errc; err == nil {
 			err = terr
 		}
@@ -143,7 +158,7 @@ func (lg *localGateway) run(ctx context.Context) error {
 }
 
 func (lg *localGateway) close() {
-	for _, l := range []net.Listener{lg.mem, lg.tcp} {
+	for _, l := range []net.Listener{lg.memLn, lg.tcpLn} {
 		if l != nil {
 			_ = l.Close()
 		}
