@@ -78,16 +78,11 @@ type frameReader struct {
 	scratch []byte
 }
 
-// next reads one frame; its payload is valid until the next call.
+// next reads one frame and returns its type, stream id and payload, which
+// is valid until the next call.
 func (f *frameReader) next() (typ byte, id uint32, payload []byte, err error) {
-	return readFrame(f.r, &f.scratch)
-}
-
-// readFrame reads one frame into scratch (grown as needed) and returns its
-// type, stream id and payload, which is valid until the next call.
-func readFrame(r io.Reader, scratch *[]byte) (typ byte, id uint32, payload []byte, err error) {
 	var h [headerLen]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
+	if _, err := io.ReadFull(f.r, h[:]); err != nil {
 		return 0, 0, nil, err
 	}
 	typ, id = h[0], binary.BigEndian.Uint32(h[1:5])
@@ -95,11 +90,11 @@ func readFrame(r io.Reader, scratch *[]byte) (typ byte, id uint32, payload []byt
 	if n > MaxFrame {
 		return 0, 0, nil, errFrameTooLarge
 	}
-	if cap(*scratch) < int(n) {
-		*scratch = make([]byte, n)
+	if cap(f.scratch) < int(n) {
+		f.scratch = make([]byte, n)
 	}
-	payload = (*scratch)[:n]
-	if _, err := io.ReadFull(r, payload); err != nil {
+	payload = f.scratch[:n]
+	if _, err := io.ReadFull(f.r, payload); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}

@@ -83,24 +83,25 @@ func TestReadFrame(t *testing.T) {
 	var b []byte
 	b = appendFrame(b, frameData, 7, []byte("ab"), []byte("cd"))
 	b = appendFrame(b, frameEnd, 7)
-	r := bytes.NewReader(b)
-	var scratch []byte
-	typ, id, p, err := readFrame(r, &scratch)
+	fr := frameReader{r: bytes.NewReader(b)}
+	typ, id, p, err := fr.next()
 	if err != nil || typ != frameData || id != 7 || string(p) != "abcd" {
 		t.Fatalf("first frame %d %d %q %v", typ, id, p, err)
 	}
-	typ, id, p, err = readFrame(r, &scratch)
+	typ, id, p, err = fr.next()
 	if err != nil || typ != frameEnd || id != 7 || len(p) != 0 {
 		t.Fatalf("second frame %d %d %q %v", typ, id, p, err)
 	}
-	if _, _, _, err = readFrame(r, &scratch); !errors.Is(err, io.EOF) {
+	if _, _, _, err = fr.next(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the last frame: %v, want EOF", err)
 	}
-	if _, _, _, err = readFrame(bytes.NewReader(b[:11]), &scratch); !errors.Is(err, io.ErrUnexpectedEOF) {
+	cut := frameReader{r: bytes.NewReader(b[:11])}
+	if _, _, _, err = cut.next(); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("a cut frame: %v, want unexpected EOF", err)
 	}
 	huge := []byte{frameData, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}
-	if _, _, _, err = readFrame(bytes.NewReader(huge), &scratch); !errors.Is(err, errFrameTooLarge) {
+	big := frameReader{r: bytes.NewReader(huge)}
+	if _, _, _, err = big.next(); !errors.Is(err, errFrameTooLarge) {
 		t.Fatalf("a 4 GiB frame: %v", err)
 	}
 }
@@ -135,10 +136,9 @@ func FuzzDecode(f *testing.F) {
 		if n, err := decodeWindow(b); err == nil && (n == 0 || n > StreamWindow) {
 			t.Fatalf("decoded a window of %d", n)
 		}
-		var scratch []byte
-		rd := bytes.NewReader(b)
+		fr := frameReader{r: bytes.NewReader(b)}
 		for {
-			if _, _, p, err := readFrame(rd, &scratch); err != nil {
+			if _, _, p, err := fr.next(); err != nil {
 				break
 			} else if len(p) > MaxFrame {
 				t.Fatal("a frame over the limit")

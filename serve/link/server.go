@@ -259,11 +259,7 @@ func (c *serverConn) serve(ctx context.Context, id uint32, st *serverStream, r *
 			w.head = nil
 		}
 		if ctx.Err() == nil { // the send fails harmlessly if the link did
-			if w.head != nil {
-				_ = c.snd.sendAfter(frameResponse, w.head, frameEnd, id, end)
-			} else {
-				_ = c.snd.send(frameEnd, id, end)
-			}
+			_ = w.send(frameEnd, end)
 		}
 		c.mu.Lock()
 		delete(c.streams, id)
@@ -300,15 +296,15 @@ func (w *streamWriter) WriteHeader(status int) {
 	w.head, w.err = appendResponse(nil, status, w.header)
 }
 
-// sendHead sends the header if it has not left yet.
-func (w *streamWriter) sendHead() {
-	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
+// send queues one frame of the stream, preceded in the same queue append by
+// the header if it has not left yet.
+func (w *streamWriter) send(typ byte, payload []byte) error {
+	head := w.head
+	w.head = nil
+	if head != nil {
+		return w.conn.snd.sendAfter(frameResponse, head, typ, w.id, payload)
 	}
-	if w.head != nil && w.err == nil {
-		w.err = w.conn.snd.send(frameResponse, w.id, w.head)
-		w.head = nil
-	}
+	return w.conn.snd.send(typ, w.id, payload)
 }
 
 func (w *streamWriter) Write(p []byte) (int, error) {
@@ -328,13 +324,7 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 			return n, err
 		}
 		chunk := p[:size]
-		if w.head != nil {
-			w.err = w.conn.snd.sendAfter(frameResponse, w.head, frameData, w.id, chunk)
-			w.head = nil
-		} else {
-			w.err = w.conn.snd.send(frameData, w.id, chunk)
-		}
-		if w.err != nil {
+		if w.err = w.send(frameData, chunk); w.err != nil {
 			return n, w.err
 		}
 		n += len(chunk)
@@ -344,7 +334,15 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 }
 
 // Flush sends the header if it has not left yet.
-func (w *streamWriter) Flush() { w.sendHead() }
+func (w *streamWriter) Flush() {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.head != nil && w.err == nil {
+		w.err = w.conn.snd.send(frameResponse, w.id, w.head)
+		w.head = nil
+	}
+}
 
 // take waits until the stream may send and takes up to want bytes of its
 // credit; it fails when the stream ends first.

@@ -14,9 +14,9 @@ import (
 )
 
 // maxLinkBody is the largest request body sent over a link: a REQUEST frame
-// holds the body, the headers (at most maxHeaderBytes) and the method and
-// URI (at most 64 KiB each).
-const maxLinkBody = MaxFrame - maxHeaderBytes - 2*(2+0xffff)
+// holds the body, the headers (at most maxHeaderBytes) and the method, URI
+// and host (at most 64 KiB each).
+const maxLinkBody = MaxFrame - maxHeaderBytes - 3*(2+0xffff)
 
 // How long a backend that refused the upgrade is reached over plain HTTP
 // before the next try, and the longest wait for a link's handshake.
