@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
@@ -37,8 +38,8 @@ func gatewayFlags(f *pflag.FlagSet, cfg *gateway.Config, prefix, what string) {
 const localGatewayAddr = "gateway.in-process:80"
 
 // localGateway is the gateway a router runs in its own process with
-// --gateway-engine: the router reaches it in memory (package memnet), other
-// routers over --gateway-listen.
+// --gateway-engine: the router calls its handler directly (router.Local),
+// other routers reach it over --gateway-listen.
 type localGateway struct {
 	cfg    gateway.Config
 	listen string // --gateway-listen
@@ -52,7 +53,10 @@ type localGateway struct {
 	log       *slog.Logger
 
 	srv   *gateway.Server
-	memLn net.Listener // the router's way in
+	local *router.Local // the router's way in
+	// memLn is the router's way in over the network: for requests on a path
+	// with an injected fault, and to a static --backend spelled otherwise.
+	memLn net.Listener
 	tcpLn net.Listener // other routers' way in; nil without --gateway-listen
 }
 
@@ -86,7 +90,8 @@ func newLocalGateway(rcfg *router.Config, gcfg gateway.Config, listen string) (*
 		lg.log = slog.New(slog.DiscardHandler)
 	}
 	gcfg.Key, gcfg.Logger = rcfg.Key, lg.log
-	rcfg.Dial = lg.mem.Dial(nil)
+	lg.local = &router.Local{}
+	rcfg.Local, rcfg.Dial = lg.local, lg.mem.Dial(nil)
 	lg.cfg = gcfg
 	return lg, nil
 }
@@ -120,6 +125,10 @@ func (lg *localGateway) open(routerURL string, reg prometheus.Registerer) error 
 		lg.close()
 		return usageError{err}
 	}
+	if err := lg.local.Open(lg.cfg.Advertise, lg.srv.Handler()); err != nil {
+		lg.close()
+		return failure{err}
+	}
 	for _, c := range lg.srv.Collectors() {
 		if err := reg.Register(c); err != nil {
 			lg.close()
@@ -152,6 +161,11 @@ func (lg *localGateway) run(ctx context.Context) error {
 		if terr := <-errc; err == nil {
 			err = terr
 		}
+	}
+	drain, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if cerr := lg.local.Close(drain); cerr != nil {
+		lg.log.Warn("stopping the in-process gateway", "err", cerr)
 	}
 	lg.srv.Wait()
 	return err

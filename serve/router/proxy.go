@@ -363,23 +363,15 @@ func (s *Server) report(b target, res *attemptResult, tokens int) {
 }
 
 func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Request, b target, body []byte, stream bool, tokens int) *attemptResult {
-	up, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+r.URL.Path, bytes.NewReader(body))
+	up, err := s.upstream(ctx, r, b, body)
 	if err != nil {
 		return &attemptResult{neverSent: true, msg: err.Error()}
 	}
-	for k, vs := range r.Header {
-		up.Header[k] = vs
-	}
-	for _, k := range hopHeaders {
-		up.Header.Del(k)
-	}
-	for k := range up.Header {
-		if len(k) >= len(wire.HeaderPrefix) && http.CanonicalHeaderKey(k[:len(wire.HeaderPrefix)]) == wire.HeaderPrefix {
-			up.Header.Del(k)
+	if l := s.cfg.Local; l != nil {
+		if h, ok := l.enter(b.url, s.paths); ok {
+			return s.attemptLocal(ctx, w, up, h, b, stream, tokens)
 		}
 	}
-	up.Header.Set(wire.HeaderRouter, s.cfg.ID)
-	up.ContentLength = int64(len(body))
 	resp, err := s.client.Do(up)
 	if err != nil {
 		var op *net.OpError
@@ -389,18 +381,18 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway:
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusal))
 		return &attemptResult{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), msg: fmt.Sprintf("backend %s: %s: %s", b.name, resp.Status, bytes.TrimSpace(msg))}
 	case http.StatusBadRequest:
 		// A context-length refusal teaches the router this backend's limit;
 		// another backend may still fit the request.
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 8192))
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxHeldBody))
 		if limit := openai.ContextLimit(msg); limit >= 0 && s.anotherFits(b, tokens) {
 			return &attemptResult{status: resp.StatusCode, limit: limit, msg: fmt.Sprintf("backend %s: %s", b.name, bytes.TrimSpace(msg))}
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(msg))
 	}
-	for _, k := range []string{"Content-Type", "Cache-Control", "x-should-retry", "Retry-After"} {
+	for _, k := range forwardedHeaders {
 		if v := resp.Header.Get(k); v != "" {
 			w.Header().Set(k, v)
 		}
@@ -449,6 +441,33 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 	}
 }
+
+// upstream is the request attempt sends backend b: the client's headers but
+// hop-by-hop ones, its credentials and any X-Stargate- header, and the
+// router's name.
+func (s *Server) upstream(ctx context.Context, r *http.Request, b target, body []byte) (*http.Request, error) {
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range r.Header {
+		up.Header[k] = vs
+	}
+	for _, k := range hopHeaders {
+		up.Header.Del(k)
+	}
+	for k := range up.Header {
+		if len(k) >= len(wire.HeaderPrefix) && http.CanonicalHeaderKey(k[:len(wire.HeaderPrefix)]) == wire.HeaderPrefix {
+			up.Header.Del(k)
+		}
+	}
+	up.Header.Set(wire.HeaderRouter, s.cfg.ID)
+	up.ContentLength = int64(len(body))
+	return up, nil
+}
+
+// forwardedHeaders are the backend's answer headers the client gets.
+var forwardedHeaders = []string{"Content-Type", "Cache-Control", "x-should-retry", "Retry-After"}
 
 func (r attemptResult) end(reason string) *attemptResult {
 	r.done, r.reason = true, reason

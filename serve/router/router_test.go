@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -25,15 +26,25 @@ type echoBackend struct {
 	mu      sync.Mutex
 	headers []http.Header
 	status  int
+	// direct counts the completions that came without a connection: the
+	// router called the handler in process (Config.Local).
+	direct int
 }
 
 func (e *echoBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/health" {
 		return
 	}
+	if r.Method != http.MethodPost { // a link upgrade
+		http.NotFound(w, r)
+		return
+	}
 	_, _ = io.Copy(io.Discard, r.Body)
 	e.mu.Lock()
 	e.headers = append(e.headers, r.Header.Clone())
+	if r.RemoteAddr == "" {
+		e.direct++
+	}
 	status := e.status
 	e.mu.Unlock()
 	if status != 0 {
@@ -47,8 +58,26 @@ func (e *echoBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func startRouter(t *testing.T, mutate func(*Config), backends ...*echoBackend) string {
 	t.Helper()
+	hs := make([]http.Handler, len(backends))
+	for i, b := range backends {
+		hs[i] = b
+	}
+	url, _ := startRouterWith(t, mutate, nil, hs...)
+	return url
+}
+
+// startRouterWith starts a router in front of backends, named a, b, ... .
+// A handler given as local is backend a's, in the router's process
+// (Config.Local): the router calls it directly, and reaches it over the
+// network only for its probes.
+func startRouterWith(t *testing.T, mutate func(*Config), local http.Handler, backends ...http.Handler) (string, *Server) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Policy = "round-robin"
+	if local != nil {
+		backends = append([]http.Handler{local}, backends...)
+		cfg.Local = &Local{}
+	}
 	for i, b := range backends {
 		srv := httptest.NewServer(b)
 		t.Cleanup(srv.Close)
@@ -61,12 +90,17 @@ func startRouter(t *testing.T, mutate func(*Config), backends ...*echoBackend) s
 	if err != nil {
 		t.Fatal(err)
 	}
+	if local != nil {
+		if err := cfg.Local.Open(cfg.Static[0].URL, local); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	srv := httptest.NewServer(r.Handler())
 	t.Cleanup(func() { srv.Close(); cancel(); <-done })
-	return srv.URL
+	return srv.URL, r
 }
 
 func call(t *testing.T, url, body string, header map[string]string) (*http.Response, string) {
@@ -86,14 +120,27 @@ func call(t *testing.T, url, body string, header map[string]string) (*http.Respo
 
 const okBody = `{"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
 
-// TestIngressRules checks what the router lets through and what it refuses.
+// TestIngressRules checks what the router lets through and what it
+// refuses, over the network and to a gateway in its process.
 func TestIngressRules(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) { testIngressRules(t, local) })
+	}
+}
+
+func testIngressRules(t *testing.T, local bool) {
 	be := &echoBackend{}
 	keys, err := auth.ReadAPIKeys(strings.NewReader("client-key-0123456789\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := startRouter(t, func(c *Config) { c.APIKeys, c.MaxBodyBytes = keys, 4096 }, be)
+	mutate := func(c *Config) { c.APIKeys, c.MaxBodyBytes = keys, 4096 }
+	var url string
+	if local {
+		url, _ = startRouterWith(t, mutate, be)
+	} else {
+		url = startRouter(t, mutate, be)
+	}
 	good := map[string]string{"Authorization": "Bearer client-key-0123456789"}
 	tests := []struct {
 		name   string
@@ -126,30 +173,48 @@ func TestIngressRules(t *testing.T) {
 	_, _ = call(t, url, okBody, map[string]string{"Authorization": "Bearer client-key-0123456789",
 		"X-Stargate-Worker": "7", "X-Stargate-Router": "evil", "Connection": "X-Foo", "X-Foo": "bar"})
 	be.mu.Lock()
+	defer be.mu.Unlock()
 	h := be.headers[len(be.headers)-1]
-	be.mu.Unlock()
 	if h.Get("Authorization") != "" || h.Get("X-Stargate-Worker") != "" || h.Get("X-Stargate-Router") != "router-1" {
 		t.Errorf("backend saw %v", h)
+	}
+	if want := map[bool]int{false: 0, true: len(be.headers)}[local]; be.direct != want {
+		t.Errorf("%d of %d requests came in process, want %d", be.direct, len(be.headers), want)
 	}
 }
 
 // TestRetryBeforeFirstByte sends to a backend that refuses: the request goes
-// to the other, and the router's accounting says so.
+// to the other, and the router's accounting says so. The refusing backend is
+// reached over the network, then in process.
 func TestRetryBeforeFirstByte(t *testing.T) {
-	busy, fine := &echoBackend{status: http.StatusServiceUnavailable}, &echoBackend{}
-	url := startRouter(t, nil, busy, fine)
-	for range 6 {
-		if resp, body := call(t, url, okBody, nil); resp.StatusCode != 200 || resp.Header.Get("X-Stargate-Backend") != "b" {
-			t.Fatalf("status %d from %q: %s", resp.StatusCode, resp.Header.Get("X-Stargate-Backend"), body)
-		}
-	}
-	// Both refuse: a 503 with Retry-After after trying each once.
-	fine.mu.Lock()
-	fine.status = http.StatusTooManyRequests
-	fine.mu.Unlock()
-	resp, body := call(t, url, okBody, nil)
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "2 backends refused") {
-		t.Fatalf("all refusing: %d %s", resp.StatusCode, body)
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
+			busy, fine := &echoBackend{status: http.StatusServiceUnavailable}, &echoBackend{}
+			var url string
+			if local {
+				url, _ = startRouterWith(t, nil, busy, fine)
+			} else {
+				url = startRouter(t, nil, busy, fine)
+			}
+			for range 6 {
+				if resp, body := call(t, url, okBody, nil); resp.StatusCode != 200 || resp.Header.Get("X-Stargate-Backend") != "b" || resp.Header.Get("Retry-After") != "" {
+					t.Fatalf("status %d from %q (Retry-After %q): %s", resp.StatusCode, resp.Header.Get("X-Stargate-Backend"), resp.Header.Get("Retry-After"), body)
+				}
+			}
+			// Both refuse: a 503 with Retry-After after trying each once.
+			fine.mu.Lock()
+			fine.status = http.StatusTooManyRequests
+			fine.mu.Unlock()
+			resp, body := call(t, url, okBody, nil)
+			if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "2 backends refused") {
+				t.Fatalf("all refusing: %d %s", resp.StatusCode, body)
+			}
+			busy.mu.Lock()
+			defer busy.mu.Unlock()
+			if busy.direct != map[bool]int{false: 0, true: len(busy.headers)}[local] {
+				t.Errorf("%d of the refusing backend's %d requests came in process", busy.direct, len(busy.headers))
+			}
+		})
 	}
 }
 

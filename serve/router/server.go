@@ -74,6 +74,10 @@ type Config struct {
 	// a live fleet's in-process network (package netsim) goes here, so that
 	// its delays apply whichever way a request travels.
 	Network func(http.RoundTripper) http.RoundTripper
+	// Local, if set, is a gateway in the router's own process, which the
+	// router calls directly (see Local). Not with Network, whose delays
+	// only a network transport applies.
+	Local *Local
 	// Link sends requests to gateways over one multiplexed connection each
 	// (package link) where the gateway accepts one; others get plain HTTP.
 	Link bool
@@ -116,6 +120,9 @@ func (c Config) Validate(reg *policy.Registry) error {
 	}
 	if len(c.Static) == 0 && len(c.Key.Secret) == 0 && !c.Discovery {
 		errs = append(errs, errors.New("no static backends, no discovery and no HMAC key: gateways could never register; give --hmac-key-file, --backend or --k8s-service"))
+	}
+	if c.Local != nil && c.Network != nil {
+		errs = append(errs, errors.New("an in-process gateway (Local) cannot be used with an in-process network (Network)"))
 	}
 	if c.MaxBodyBytes < 0 || c.MaxMessages < 1 || c.MaxTokensLimit < 1 || c.MaxAttempts < 1 || c.ProbeInterval <= 0 {
 		errs = append(errs, errors.New("body, message, max_tokens and attempt limits and the probe interval must be positive"))
