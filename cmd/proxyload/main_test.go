@@ -75,25 +75,34 @@ func TestSummarizePairsRepetitions(t *testing.T) {
 		{Label: "proxy", Rep: 2, RPS: 80, TTFTP50: 3.5, TTFTP99: 11, CPUPerReq: 30},
 		{Label: "engine", Rep: 3, RPS: 110, TTFTP50: 2, TTFTP99: 4},
 		{Label: "proxy", Rep: 3, RPS: 70, TTFTP50: 4, TTFTP99: 8, CPUPerReq: 20, Errors: 2},
+		{Label: "nginx", Rep: 1, CPUPerReq: 4},
+		{Label: "nginx", Rep: 2, CPUPerReq: 20},
+		{Label: "nginx", Rep: 3, CPUPerReq: 10},
 	}
-	rows, err := Summarize(runs, "engine")
+	rows, err := Summarize(runs, "engine", "nginx")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 || rows[0].Label != "engine" || rows[1].Label != "proxy" {
-		t.Fatalf("rows %+v, want engine then proxy", rows)
+	if len(rows) != 3 || rows[0].Label != "engine" || rows[1].Label != "proxy" || rows[2].Label != "nginx" {
+		t.Fatalf("rows %+v, want engine, proxy, nginx", rows)
 	}
 	p := rows[1]
 	// Added TTFT pairs repetitions: p50 {1, 0.5, 2} -> 1; p99 {3, 1, 4} -> 3.
-	want := Row{Label: "proxy", Runs: 3, RPS: 80, P50: 3.5, P99: 8, AddedP50: 1, AddedP99: 3, CPUPerReq: 20, Errors: 2}
+	// So does the CPU ratio: {2.5, 1.5, 2} -> 2 (the ratio of the medians
+	// would be 20/10).
+	want := Row{Label: "proxy", Runs: 3, RPS: 80, P50: 3.5, P99: 8, AddedP50: 1, AddedP99: 3, CPUPerReq: 20, CPUVsRef: 2, Errors: 2}
 	if p != want {
 		t.Errorf("proxy row %+v, want %+v", p, want)
 	}
-	if rows[0].AddedP50 != 0 || rows[0].RPS != 110 {
-		t.Errorf("engine row %+v", rows[0])
+	if rows[0].AddedP50 != 0 || rows[0].RPS != 110 || !math.IsNaN(rows[0].CPUVsRef) || rows[2].CPUVsRef != 1 {
+		t.Errorf("engine row %+v, nginx row %+v", rows[0], rows[2])
 	}
-	if _, err := Summarize(runs, "nginx"); err == nil {
+	if _, err := Summarize(runs, "vllm", "nginx"); err == nil {
 		t.Error("a missing baseline is not an error")
+	}
+	rows, err = Summarize(runs, "engine", "haproxy")
+	if err != nil || !math.IsNaN(rows[1].CPUVsRef) {
+		t.Errorf("without the reference: %v, ratio %v, want NaN", err, rows[1].CPUVsRef)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ func runTable(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("table", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	baseline := fs.String("baseline", "engine", "label of the direct runs that added TTFT is measured over")
+	ref := fs.String("ref", "nginx", "label whose CPU per request the others' is compared with, repetition by repetition")
 	markdown := fs.Bool("markdown", false, "print a Markdown table")
 	if err := fs.Parse(args); err != nil {
 		return usage{err}
@@ -31,11 +33,11 @@ func runTable(args []string, stdout, stderr io.Writer) error {
 		}
 		runs = append(runs, r...)
 	}
-	rows, err := Summarize(runs, *baseline)
+	rows, err := Summarize(runs, *baseline, *ref)
 	if err != nil {
 		return err
 	}
-	writeTable(stdout, rows, *markdown)
+	writeTable(stdout, rows, *ref, *markdown)
 	return nil
 }
 
@@ -67,13 +69,20 @@ type Row struct {
 	RPS, P50, P99        float64
 	AddedP50, AddedP99   float64 // NaN for the baseline
 	CPUPerReq, EngineCPU float64
-	Errors               int
+	// CPUVsRef is the median over repetitions of CPUPerReq over the
+	// reference label's in the same repetition; NaN without one, and for
+	// the baseline.
+	CPUVsRef float64
+	Errors   int
 }
 
 // Summarize takes the median of every figure per label, in the order labels
 // first appear; added TTFT is the median over repetitions of the label's
-// TTFT minus the baseline's TTFT in the same repetition.
-func Summarize(runs []Result, baseline string) ([]Row, error) {
+// TTFT minus the baseline's TTFT in the same repetition, and the CPU ratio
+// the median of the label's CPU per request over ref's in the same
+// repetition. Pairing runs by repetition keeps a drift of the machine's
+// speed between repetitions out of both.
+func Summarize(runs []Result, baseline, ref string) ([]Row, error) {
 	var order []string
 	by := map[string][]Result{}
 	for _, r := range runs {
@@ -82,9 +91,12 @@ func Summarize(runs []Result, baseline string) ([]Row, error) {
 		}
 		by[r.Label] = append(by[r.Label], r)
 	}
-	base := map[int]Result{}
+	base, refs := map[int]Result{}, map[int]Result{}
 	for _, r := range by[baseline] {
 		base[r.Rep] = r
+	}
+	for _, r := range by[ref] {
+		refs[r.Rep] = r
 	}
 	if len(base) == 0 {
 		return nil, fmt.Errorf("no runs of the baseline %q", baseline)
@@ -93,7 +105,7 @@ func Summarize(runs []Result, baseline string) ([]Row, error) {
 	for _, l := range order {
 		rs := by[l]
 		row := Row{Label: l, Runs: len(rs)}
-		var rps, p50, p99, cpu, eng, a50, a99 []float64
+		var rps, p50, p99, cpu, eng, a50, a99, ratio []float64
 		for _, r := range rs {
 			rps, p50, p99 = append(rps, r.RPS), append(p50, r.TTFTP50), append(p99, r.TTFTP99)
 			cpu, eng = append(cpu, r.CPUPerReq), append(eng, r.EngineCPU)
@@ -101,9 +113,15 @@ func Summarize(runs []Result, baseline string) ([]Row, error) {
 			if b, ok := base[r.Rep]; ok {
 				a50, a99 = append(a50, r.TTFTP50-b.TTFTP50), append(a99, r.TTFTP99-b.TTFTP99)
 			}
+			if f, ok := refs[r.Rep]; ok && f.CPUPerReq > 0 {
+				ratio = append(ratio, r.CPUPerReq/f.CPUPerReq)
+			}
 		}
 		row.RPS, row.P50, row.P99, row.CPUPerReq, row.EngineCPU = median(rps), median(p50), median(p99), median(cpu), median(eng)
-		row.AddedP50, row.AddedP99 = median(a50), median(a99)
+		row.AddedP50, row.AddedP99, row.CPUVsRef = median(a50), median(a99), math.NaN()
+		if len(ratio) > 0 && l != baseline { // the baseline is no proxy
+			row.CPUVsRef = median(ratio)
+		}
 		rows = append(rows, row)
 	}
 	return rows, nil
@@ -121,11 +139,15 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func writeTable(w io.Writer, rows []Row, markdown bool) {
-	head := []string{"target", "runs", "req/s", "TTFT p50 ms", "TTFT p99 ms", "added p50 ms", "added p99 ms", "proxy CPU us/req", "engine CPU us/req", "errors"}
+func writeTable(w io.Writer, rows []Row, ref string, markdown bool) {
+	head := []string{"target", "runs", "req/s", "TTFT p50 ms", "TTFT p99 ms", "added p50 ms", "added p99 ms", "proxy CPU us/req", "CPU vs " + ref, "engine CPU us/req", "errors"}
 	cells := func(r Row) []string {
+		ratio := "-"
+		if !math.IsNaN(r.CPUVsRef) {
+			ratio = fmt.Sprintf("%.2fx", r.CPUVsRef)
+		}
 		return []string{r.Label, fmt.Sprint(r.Runs), fmt.Sprintf("%.0f", r.RPS), fmt.Sprintf("%.2f", r.P50), fmt.Sprintf("%.2f", r.P99),
-			fmt.Sprintf("%+.2f", r.AddedP50), fmt.Sprintf("%+.2f", r.AddedP99), fmt.Sprintf("%.0f", r.CPUPerReq), fmt.Sprintf("%.0f", r.EngineCPU), fmt.Sprint(r.Errors)}
+			fmt.Sprintf("%+.2f", r.AddedP50), fmt.Sprintf("%+.2f", r.AddedP99), fmt.Sprintf("%.0f", r.CPUPerReq), ratio, fmt.Sprintf("%.0f", r.EngineCPU), fmt.Sprint(r.Errors)}
 	}
 	if markdown {
 		line := func(c []string) {
