@@ -150,7 +150,7 @@ listed with --backend NAME=URL[@CAPACITY]. GET /v1/stargate/backends shows
 each backend's state, stats and weight.
 
 With --gateway-engine the router also runs the gateway of one backend in its
-own process and reaches it in memory: one process in front of an engine, with
+own process and calls it directly: one process in front of an engine, with
 the same admission, slots, quarantine and stats as a separate gateway, and
 without the socket hop between them. Other routers can reach that gateway on
 --gateway-listen (give them the HMAC key and list them with --gateway-router).

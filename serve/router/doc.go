@@ -43,6 +43,12 @@
 // same either way: a link that drops fails its streams like closed
 // connections, and a refused dial is a refused connection.
 //
+// A gateway in the router's own process (Config.Local, stargate router
+// --gateway-engine) is called directly: its handler runs in the request's
+// goroutine and writes to the client as it reads the engine, with the same
+// retry, cancel and failure rules, and a closed one refuses like a closed
+// port.
+//
 // Every request the router accepts ends as exactly one of completed, failed
 // (with its reason) or rejected (with its reason); Counts and
 // stargate_router_requests_total report them.
