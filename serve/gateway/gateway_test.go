@@ -17,6 +17,7 @@ import (
 
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/openai"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -301,5 +302,39 @@ func TestSlowClientIsNotAnIdleEngine(t *testing.T) {
 	}
 	if q := g.Quarantined(); len(q) != 0 {
 		t.Fatalf("quarantined %v after a slow client", q)
+	}
+}
+
+// TestTrustsTheRouterInItsProcess: a request whose context carries what the
+// router in this process read from it (openai.WithRead) is not parsed again;
+// one without is. The body here is not JSON, so only the engine sees that
+// when the gateway takes the router's reading.
+func TestTrustsTheRouterInItsProcess(t *testing.T) {
+	eng := startEngine(t, "127.0.0.1:0", testKey)
+	g, _ := startGateway(t, "http://"+eng.addr, nil)
+	for _, tt := range []struct {
+		name      string
+		read      bool
+		wantParse bool // the gateway's own "not valid JSON" refusal
+	}{
+		{"over a connection", false, true},
+		{"from the router in its process", true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`not json`))
+			if tt.read {
+				req = req.WithContext(openai.WithRead(req.Context(), openai.Read{Prompt: 3, Session: 42}))
+			}
+			w := httptest.NewRecorder()
+			g.Handler().ServeHTTP(w, req)
+			parsed := strings.Contains(w.Body.String(), "gateway gw: request body is not valid JSON")
+			if w.Code != http.StatusBadRequest || parsed != tt.wantParse {
+				t.Errorf("status %d, body %s; want 400, the gateway's own parse %v", w.Code, w.Body, tt.wantParse)
+			}
+		})
+	}
+	c := g.Counts()
+	if c.Rejected[ReasonBadRequest] != 1 || c.Failed[ReasonEngineRefused] != 1 {
+		t.Errorf("counts %+v, want one bad request refused by the gateway and one by the engine", c)
 	}
 }

@@ -82,18 +82,22 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, "reading the request body: "+err.Error(), 0)
 		return
 	}
-	var req openai.Request
-	if err := json.Unmarshal(body, &req); err != nil {
-		s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, "request body is not valid JSON: "+err.Error(), 0)
-		return
-	}
-	prompt, lead, _, err := req.PromptTokens(chat)
-	if err != nil {
-		s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, err.Error(), 0)
-		return
-	}
-	session := openai.SessionKey(r.Header, req.User, lead)
 	ctx := r.Context()
+	read, ok := openai.ReadFrom(ctx) // the router in this process read it already
+	if !ok {
+		var req openai.Request
+		if err := json.Unmarshal(body, &req); err != nil {
+			s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, "request body is not valid JSON: "+err.Error(), 0)
+			return
+		}
+		prompt, lead, _, err := req.PromptTokens(chat)
+		if err != nil {
+			s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, err.Error(), 0)
+			return
+		}
+		read = openai.Read{Prompt: prompt, Session: openai.SessionKey(r.Header, req.User, lead)}
+	}
+	prompt, session := read.Prompt, read.Session
 
 	s.mu.Lock()
 	s.nextID++

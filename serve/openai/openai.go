@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -186,4 +187,26 @@ func ContextLimit(body []byte) int {
 		n = n*10 + int(c-'0')
 	}
 	return n
+}
+
+// Read is what a router read from a request: its prompt tokens and session
+// key. A router that calls a gateway in its own process passes it in the
+// request's context, so that the gateway need not parse the body again.
+type Read struct {
+	Prompt  int
+	Session uint64
+}
+
+type readKey struct{}
+
+// WithRead returns ctx carrying rd. Only code in the process can set it: a
+// context never crosses a connection.
+func WithRead(ctx context.Context, rd Read) context.Context {
+	return context.WithValue(ctx, readKey{}, rd)
+}
+
+// ReadFrom returns what WithRead put in ctx.
+func ReadFrom(ctx context.Context) (Read, bool) {
+	rd, ok := ctx.Value(readKey{}).(Read)
+	return rd, ok
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/serve/openai"
 )
 
 const streamBody = `{"stream":true,"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
@@ -37,6 +38,10 @@ func TestLocalStreamsAsWritten(t *testing.T) {
 		}
 		if r.RemoteAddr != "" {
 			t.Errorf("a completion came over the network from %s", r.RemoteAddr)
+		}
+		// "hi" is 1 token, and its message 4 more (package openai).
+		if rd, ok := openai.ReadFrom(r.Context()); !ok || rd.Prompt != 5 || rd.Session == 0 {
+			t.Errorf("the router's reading of the request: %+v, %v; want 5 prompt tokens and a session", rd, ok)
 		}
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -130,6 +130,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 // backends not yet tried.
 func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, session uint64, prompt, tokens int, stream bool) {
 	ctx := r.Context()
+	if s.cfg.Local != nil { // an in-process gateway need not read the body again
+		ctx = openai.WithRead(ctx, openai.Read{Prompt: prompt, Session: session})
+	}
 	s.mu.Lock()
 	if s.core == nil {
 		s.mu.Unlock()
