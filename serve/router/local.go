@@ -99,13 +99,15 @@ func (s *Server) attemptLocal(ctx context.Context, w http.ResponseWriter, up *ht
 		if p := recover(); p != nil {
 			s.log.Error("in-process gateway panicked", "backend", b.name, "panic", p, "stack", string(debug.Stack()))
 			msg := fmt.Sprintf("router: backend %s failed: in-process gateway panicked", b.name)
+			status := lr.status
 			switch {
 			case !lr.committed():
-				openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", msg)
+				status = http.StatusBadGateway
+				openai.WriteError(w, status, "APIConnectionError", msg)
 			case lr.sse:
 				openai.WriteStreamError(w, msg)
 			}
-			res = &attemptResult{status: lr.status, limit: -1, done: true, reason: ReasonBackendLost}
+			res = &attemptResult{status: status, limit: -1, done: true, reason: ReasonBackendLost}
 		}
 	}()
 	h.ServeHTTP(lr, up)
