@@ -118,7 +118,7 @@ func TestLocalRefusals(t *testing.T) {
 					t.Errorf("b's answer came with a's refusal: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 				}
 			}
-			if c := srv.Counts(); c.Counts.Ended() != 2 {
+			if c := srv.Counts(); c.Ended() != 2 {
 				t.Errorf("counts %+v, want 2 ended", c)
 			}
 		})
