@@ -103,6 +103,15 @@ func startRouterWith(t *testing.T, mutate func(*Config), local http.Handler, bac
 	return srv.URL, r
 }
 
+// inProcess is how many of n requests should come in process: all of them
+// to a local backend, none over the network.
+func inProcess(local bool, n int) int {
+	if local {
+		return n
+	}
+	return 0
+}
+
 func call(t *testing.T, url, body string, header map[string]string) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
@@ -178,7 +187,7 @@ func testIngressRules(t *testing.T, local bool) {
 	if h.Get("Authorization") != "" || h.Get("X-Stargate-Worker") != "" || h.Get("X-Stargate-Router") != "router-1" {
 		t.Errorf("backend saw %v", h)
 	}
-	if want := map[bool]int{false: 0, true: len(be.headers)}[local]; be.direct != want {
+	if want := inProcess(local, len(be.headers)); be.direct != want {
 		t.Errorf("%d of %d requests came in process, want %d", be.direct, len(be.headers), want)
 	}
 }
@@ -211,7 +220,7 @@ func TestRetryBeforeFirstByte(t *testing.T) {
 			}
 			busy.mu.Lock()
 			defer busy.mu.Unlock()
-			if busy.direct != map[bool]int{false: 0, true: len(busy.headers)}[local] {
+			if busy.direct != inProcess(local, len(busy.headers)) {
 				t.Errorf("%d of the refusing backend's %d requests came in process", busy.direct, len(busy.headers))
 			}
 		})
