@@ -83,9 +83,10 @@ func (l *Local) enter(backendURL string, paths *netsim.Transport) (h http.Handle
 }
 
 // attemptLocal is attempt for the in-process gateway. Its answer is written
-// through localResponse: a refusal another backend may take is held back, as
-// attempt reads it before writing anything, and everything else goes to the
-// client as the gateway writes it, flushed when the gateway flushes.
+// through localResponse: one that may be a refusal another backend can take
+// is held back, as attempt reads it before writing anything, and everything
+// else goes to the client as the gateway writes it, flushed when the gateway
+// flushes.
 func (s *Server) attemptLocal(ctx context.Context, w http.ResponseWriter, up *http.Request, h http.Handler, b target, stream bool, tokens int) (res *attemptResult) {
 	if h == nil {
 		return &attemptResult{neverSent: true, msg: fmt.Sprintf("backend %s: the in-process gateway is closed", b.name)}
@@ -115,13 +116,8 @@ func (s *Server) attemptLocal(ctx context.Context, w http.ResponseWriter, up *ht
 		lr.WriteHeader(http.StatusOK)
 	}
 	if lr.held {
-		msg := bytes.TrimSpace(lr.body)
-		text := fmt.Sprintf("backend %s: %d %s: %s", b.name, lr.status, http.StatusText(lr.status), msg)
-		if lr.status != http.StatusBadRequest {
-			return &attemptResult{status: lr.status, retryAfter: lr.header.Get("Retry-After"), msg: text[:min(len(text), maxRefusal)]}
-		}
-		if limit := openai.ContextLimit(msg); limit >= 0 && s.anotherFits(b, tokens) {
-			return &attemptResult{status: lr.status, limit: limit, msg: fmt.Sprintf("backend %s: %s", b.name, msg)}
+		if res := s.refusal(b, lr.status, lr.header.Get("Retry-After"), lr.body, tokens); res != nil {
+			return res
 		}
 		lr.commit()
 		if _, err := w.Write(lr.body); err != nil {
@@ -155,8 +151,8 @@ type localResponse struct {
 	status int
 	// sse: the committed answer is a stream the client asked for.
 	sse bool
-	// held: a refusal another backend may take (503, 429, 502, or a 400
-	// that may name a context limit); body keeps its start.
+	// held: an answer that may be a refusal another backend can take
+	// (mayRefuse); body keeps its start.
 	held bool
 	body []byte
 	// sawError: an SSE error event went by; ended: the last write ended
@@ -165,10 +161,6 @@ type localResponse struct {
 	clientErr       error
 }
 
-// maxHeldBody bounds what is kept of a held refusal and maxRefusal the
-// message of one, as attempt reads at most this much of them.
-const maxHeldBody, maxRefusal = 8192, 2048
-
 func (lr *localResponse) Header() http.Header { return lr.header }
 
 func (lr *localResponse) WriteHeader(code int) {
@@ -176,12 +168,9 @@ func (lr *localResponse) WriteHeader(code int) {
 		return
 	}
 	lr.status = code
-	switch code {
-	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusBadRequest:
-		lr.held = true
-		return
+	if lr.held = mayRefuse(code); !lr.held {
+		lr.commit()
 	}
-	lr.commit()
 }
 
 // commit sends the client the answer's status and the headers attempt

@@ -382,18 +382,12 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return &attemptResult{neverSent: refused, msg: fmt.Sprintf("backend %s: %v", b.name, err)}
 	}
 	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway:
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusal))
-		return &attemptResult{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), msg: fmt.Sprintf("backend %s: %s: %s", b.name, resp.Status, bytes.TrimSpace(msg))}
-	case http.StatusBadRequest:
-		// A context-length refusal teaches the router this backend's limit;
-		// another backend may still fit the request.
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxHeldBody))
-		if limit := openai.ContextLimit(msg); limit >= 0 && s.anotherFits(b, tokens) {
-			return &attemptResult{status: resp.StatusCode, limit: limit, msg: fmt.Sprintf("backend %s: %s", b.name, bytes.TrimSpace(msg))}
+	if mayRefuse(resp.StatusCode) {
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, maxHeldBody))
+		if res := s.refusal(b, resp.StatusCode, resp.Header.Get("Retry-After"), head, tokens); res != nil {
+			return res
 		}
-		resp.Body = io.NopCloser(bytes.NewReader(msg))
+		resp.Body = io.NopCloser(bytes.NewReader(head))
 	}
 	for _, k := range forwardedHeaders {
 		if v := resp.Header.Get(k); v != "" {
@@ -443,6 +437,38 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 			return res.end(ReasonBackendLost)
 		}
 	}
+}
+
+// mayRefuse reports whether an answer of status may be a refusal another
+// backend can take, which an attempt reads before it writes anything: 503,
+// 429 and 502 always are, a 400 when it names a context limit (refusal).
+func mayRefuse(status int) bool {
+	switch status {
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusBadRequest:
+		return true
+	}
+	return false
+}
+
+// maxHeldBody bounds what an attempt reads of an answer before deciding
+// whether it is a refusal, and maxRefusal what its message keeps of it.
+const maxHeldBody, maxRefusal = 8192, 2048
+
+// refusal is the result of an attempt whose answer (status, Retry-After
+// and the start of the body) another backend may take instead, or nil when
+// the client gets it: a 400 that is not a context-length refusal, or one
+// that no other backend fits. A context-length refusal teaches the router
+// the backend's limit.
+func (s *Server) refusal(b target, status int, retryAfter string, head []byte, tokens int) *attemptResult {
+	msg := bytes.TrimSpace(head)
+	if status != http.StatusBadRequest {
+		return &attemptResult{status: status, retryAfter: retryAfter,
+			msg: fmt.Sprintf("backend %s: %d %s: %s", b.name, status, http.StatusText(status), msg[:min(len(msg), maxRefusal)])}
+	}
+	if limit := openai.ContextLimit(msg); limit >= 0 && s.anotherFits(b, tokens) {
+		return &attemptResult{status: status, limit: limit, msg: fmt.Sprintf("backend %s: %s", b.name, msg)}
+	}
+	return nil
 }
 
 // upstream is the request attempt sends backend b: the client's headers but
