@@ -32,16 +32,16 @@ type Local struct {
 	active    sync.WaitGroup
 }
 
-// Open starts serving the requests for backendURL, the URL the gateway
+// Open starts serving the requests for gatewayURL, the URL the gateway
 // registers with, with its handler.
-func (l *Local) Open(backendURL string, h http.Handler) error {
-	u, err := url.Parse(backendURL)
+func (l *Local) Open(gatewayURL string, h http.Handler) error {
+	u, err := url.Parse(gatewayURL)
 	if err != nil || u.Scheme != "http" || u.Host == "" {
-		return fmt.Errorf("router: in-process gateway URL %q: want http://HOST[:PORT]", backendURL)
+		return fmt.Errorf("router: in-process gateway URL %q: want http://HOST[:PORT]", gatewayURL)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.url, l.host, l.handler = backendURL, u.Host, h
+	l.url, l.host, l.handler = backendURL(gatewayURL), u.Host, h
 	return nil
 }
 

@@ -287,3 +287,21 @@ func TestLocalOpenRefusesBadURL(t *testing.T) {
 		t.Errorf("Local with Network: %v", err)
 	}
 }
+
+// TestLocalURLAsRegistered: the router keeps backend URLs without a
+// trailing slash, and matches the in-process gateway's URL the same way.
+func TestLocalURLAsRegistered(t *testing.T) {
+	a := &echoBackend{}
+	var local *Local
+	var static string
+	url, _ := startRouterWith(t, func(c *Config) { local, static = c.Local, c.Static[0].URL }, a)
+	if err := local.Open(static+"/", a); err != nil {
+		t.Fatal(err)
+	}
+	call(t, url, okBody, nil)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.headers) != 1 || a.direct != 1 {
+		t.Errorf("%d requests, %d in process; want the one in process", len(a.headers), a.direct)
+	}
+}

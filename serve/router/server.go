@@ -136,6 +136,10 @@ func (c Config) Validate(reg *policy.Registry) error {
 	return nil
 }
 
+// backendURL is how the router keeps a backend's URL: without a trailing
+// slash, so that request paths append to it.
+func backendURL(u string) string { return strings.TrimRight(u, "/") }
+
 // backend is the router's record of one backend.
 type backend struct {
 	name, url, region string
@@ -216,7 +220,7 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 		s.verify = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
 	}
 	for _, b := range cfg.Static {
-		s.backends = append(s.backends, &backend{name: b.Name, url: strings.TrimRight(b.URL, "/"), static: true,
+		s.backends = append(s.backends, &backend{name: b.Name, url: backendURL(b.URL), static: true,
 			last: wire.Stats{Backend: b.Name, Capacity: b.Capacity}, lastSeen: time.Now()})
 	}
 	if len(s.backends) > 0 {
@@ -476,7 +480,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	if b.last.Capacity != m.Capacity || b.last.MaxModelLen != m.MaxModelLen {
 		rebuild = true
 	}
-	b.url, b.region, b.last, b.lastSeen = strings.TrimRight(m.URL, "/"), m.Region, m, time.Now()
+	b.url, b.region, b.last, b.lastSeen = backendURL(m.URL), m.Region, m, time.Now()
 	if h := s.cfg.Hooks.Report; h != nil {
 		h(ReportEvent{At: b.lastSeen, Router: s.cfg.ID, Backend: m.Backend, Signals: m.Signals != nil, Hardware: m.Signals != nil && m.Signals.Hardware})
 	}
@@ -579,7 +583,7 @@ func (s *Server) SetDiscovered(list []Discovered) error {
 	}
 	for _, d := range list {
 		if !have[d.Name] {
-			kept = append(kept, &backend{name: d.Name, url: strings.TrimRight(d.URL, "/"), static: true, discovered: true,
+			kept = append(kept, &backend{name: d.Name, url: backendURL(d.URL), static: true, discovered: true,
 				last: wire.Stats{Backend: d.Name, Capacity: DiscoveredCapacity}, lastSeen: time.Now()})
 			changed = true
 		}
