@@ -20,6 +20,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/stargate-llm/stargate/internal/poll"
 )
 
 // asCLI tells the test binary to act as the stargate command.
@@ -99,7 +101,7 @@ func TestKillGatewayUnderLoad(t *testing.T) {
 		gws = append(gws, startProcess(t, "gateway", "--listen", "127.0.0.1:0", "--engine", eng.url,
 			"--router", rt.url, "--id", fmt.Sprintf("gw-%d", i), "--hmac-key-file", keyFile))
 	}
-	waitFor(t, 10*time.Second, "both gateways registered", func() bool { return countState(t, rt.url, "ready") == 2 })
+	poll.Until(t, 10*time.Second, "both gateways registered", func() bool { return countState(t, rt.url, "ready") == 2 })
 
 	ctx, stop := context.WithCancel(context.Background())
 	var mu sync.Mutex
@@ -128,7 +130,7 @@ func TestKillGatewayUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	waitFor(t, 5*time.Second, "the router to fail gw-1", func() bool { return countState(t, rt.url, "failed") == 1 })
+	poll.Until(t, 5*time.Second, "the router to fail gw-1", func() bool { return countState(t, rt.url, "failed") == 1 })
 	mu.Lock()
 	detected = time.Now()
 	mu.Unlock()
@@ -152,7 +154,7 @@ func TestKillGatewayUnderLoad(t *testing.T) {
 	}
 	// Every request the router accepted ended as exactly one of completed,
 	// failed or rejected.
-	waitFor(t, 5*time.Second, "the router's accounting to close", func() bool {
+	poll.Until(t, 5*time.Second, "the router's accounting to close", func() bool {
 		accepted, ended := routerAccounting(t, rt.url)
 		return accepted > 0 && accepted == ended
 	})
@@ -232,17 +234,6 @@ func writeKeyFile(t *testing.T) string {
 	return keyFile
 }
 
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestRouterRunsItsGateway runs a router with its backend's gateway in its
 // own process (--gateway-engine) next to a second router that reaches the
 // same gateway over --gateway-listen: both serve through it, the first in
@@ -258,7 +249,7 @@ func TestRouterRunsItsGateway(t *testing.T) {
 	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--hmac-key-file", keyFile,
 		"--gateway-engine", eng.url, "--gateway-id", "box", "--gateway-listen", gwAddr, "--gateway-router", other.url)
 	for _, r := range []*process{rt, other} {
-		waitFor(t, 10*time.Second, "the gateway registered at "+r.url, func() bool { return countState(t, r.url, "ready") == 1 })
+		poll.Until(t, 10*time.Second, "the gateway registered at "+r.url, func() bool { return countState(t, r.url, "ready") == 1 })
 	}
 	const perRouter = 6
 	for i := range perRouter {
@@ -289,7 +280,7 @@ func TestRouterRunsItsGateway(t *testing.T) {
 	// the router's memory, so a completed request proves the in-memory path.
 	for _, extra := range [][]string{nil, {"--gateway-advertise", "http://box.invalid:9"}} {
 		alone := startProcess(t, append([]string{"router", "--listen", "127.0.0.1:0", "--gateway-engine", eng.url}, extra...)...)
-		waitFor(t, 10*time.Second, "the in-process gateway registered", func() bool { return countState(t, alone.url, "ready") == 1 })
+		poll.Until(t, 10*time.Second, "the in-process gateway registered", func() bool { return countState(t, alone.url, "ready") == 1 })
 		if backend, outcome := streamOnce(alone.url, "alone"); backend != "local" || outcome != "ok" {
 			t.Fatalf("via the router alone %v: backend %q, outcome %q", extra, backend, outcome)
 		}
@@ -351,7 +342,7 @@ func TestTerminateDrainsStreams(t *testing.T) {
 	}
 	eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "1")
 	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--gateway-engine", eng.url)
-	waitFor(t, 10*time.Second, "the in-process gateway registered", func() bool { return countState(t, rt.url, "ready") == 1 })
+	poll.Until(t, 10*time.Second, "the in-process gateway registered", func() bool { return countState(t, rt.url, "ready") == 1 })
 	body := `{"stream":true,"max_tokens":150,"messages":[{"role":"user","content":"Hi."}]}`
 	resp, err := http.Post(rt.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
 	if err != nil {

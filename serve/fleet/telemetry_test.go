@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/internal/poll"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/engine"
@@ -26,17 +27,6 @@ func backendByName(t *testing.T, r *router.Server, name string) router.BackendIn
 	}
 	t.Fatalf("no backend %q", name)
 	return router.BackendInfo{}
-}
-
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
 }
 
 func chat(t *testing.T, url, session string, words, maxTokens int) (status int, backend string) {
@@ -59,7 +49,7 @@ func chat(t *testing.T, url, session string, words, maxTokens int) (status int, 
 func TestTelemetryFallbackLive(t *testing.T) {
 	f := startSmall(t, "pressure")
 	r := f.Routers[0]
-	eventually(t, 5*time.Second, "hardware signals from both backends", func() bool {
+	poll.Until(t, 5*time.Second, "hardware signals from both backends", func() bool {
 		for _, b := range r.Backends() {
 			if b.Stats.Signals == nil || !b.Stats.Signals.Hardware || b.Fallback {
 				return false
@@ -71,7 +61,7 @@ func TestTelemetryFallbackLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	eventually(t, 3*time.Second, "the fallback to show", func() bool { return backendByName(t, r, "local-0").Fallback })
+	poll.Until(t, 3*time.Second, "the fallback to show", func() bool { return backendByName(t, r, "local-0").Fallback })
 	t.Logf("fallback reported %v after the exporter died", time.Since(start).Round(time.Millisecond))
 	if backendByName(t, r, "local-1").Fallback {
 		t.Error("the healthy backend fell back too")
@@ -202,7 +192,7 @@ func TestKillBackendLive(t *testing.T) {
 			t.Fatalf("after the kill: %d from %q", code, backend)
 		}
 	}
-	eventually(t, 5*time.Second, "the router fails the killed backend", func() bool {
+	poll.Until(t, 5*time.Second, "the router fails the killed backend", func() bool {
 		return backendByName(t, f.Routers[0], "local-1").State == "failed"
 	})
 }

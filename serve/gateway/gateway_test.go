@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/stargate-llm/stargate/internal/poll"
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/engine"
 	"github.com/stargate-llm/stargate/serve/openai"
@@ -99,17 +100,6 @@ func post(ctx context.Context, url, body string) (*http.Response, error) {
 	return http.DefaultClient.Do(req)
 }
 
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestEngineKilledMidStream kills the engine while it streams: the client
 // gets an in-stream error, the worker is quarantined, a request that comes
 // meanwhile waits instead of going to a worker whose state is unknown, the
@@ -136,7 +126,7 @@ func TestEngineKilledMidStream(t *testing.T) {
 	if strings.Contains(string(rest), "<nil>") || strings.Contains(string(rest), `\u003cnil\u003e`) {
 		t.Fatalf("the error event does not say why: %q", tail(string(rest)))
 	}
-	waitFor(t, 2*time.Second, "quarantine", func() bool { return len(g.Quarantined()) == 1 })
+	poll.Until(t, 2*time.Second, "quarantine", func() bool { return len(g.Quarantined()) == 1 })
 
 	// A request while the only worker is quarantined waits; its client gives up.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -157,7 +147,7 @@ func TestEngineKilledMidStream(t *testing.T) {
 
 	// Back with its key: the next fence restores the worker.
 	startEngine(t, eng.addr, testKey)
-	waitFor(t, 2*time.Second, "the fence to restore the worker", func() bool { return len(g.Quarantined()) == 0 })
+	poll.Until(t, 2*time.Second, "the fence to restore the worker", func() bool { return len(g.Quarantined()) == 0 })
 	resp, err = post(context.Background(), url, `{"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("after recovery: %v %v", resp, err)
@@ -165,7 +155,7 @@ func TestEngineKilledMidStream(t *testing.T) {
 	resp.Body.Close()
 
 	// The answer can reach the client before the gateway books it.
-	waitFor(t, 2*time.Second, "every request to be booked", func() bool {
+	poll.Until(t, 2*time.Second, "every request to be booked", func() bool {
 		c := g.Counts()
 		return c.Completed+sum(c.Failed)+sum(c.Rejected) == c.Accepted
 	})
@@ -199,7 +189,7 @@ func TestOperatorRelease(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("hung engine: status %d, want 502", resp.StatusCode)
 	}
-	waitFor(t, time.Second, "quarantine", func() bool { return len(g.Quarantined()) == 1 })
+	poll.Until(t, time.Second, "quarantine", func() bool { return len(g.Quarantined()) == 1 })
 	_ = eng.srv.SetFaults(engine.Faults{})
 	release := func(key auth.Key) int {
 		req, _ := auth.NewSigner(key, "operator").NewRequest(http.MethodPost, url+"/admin/workers/0/release", nil)
@@ -242,7 +232,7 @@ func TestOverloadAnswer503(t *testing.T) {
 			r.Body.Close()
 		}
 	}()
-	waitFor(t, 2*time.Second, "the second request to queue", func() bool {
+	poll.Until(t, 2*time.Second, "the second request to queue", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return g.adm.Waiting() == 1
@@ -257,7 +247,7 @@ func TestOverloadAnswer503(t *testing.T) {
 	}
 	cancel()
 	<-queued
-	waitFor(t, 2*time.Second, "accounting to close", func() bool {
+	poll.Until(t, 2*time.Second, "accounting to close", func() bool {
 		c := g.Counts()
 		return c.Accepted >= 2 && c.Accepted == c.Completed+sum(c.Failed)+sum(c.Rejected) && c.Rejected[ReasonOverloaded] == 1
 	})

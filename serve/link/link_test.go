@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/stargate-llm/stargate/internal/poll"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -298,7 +300,7 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	// The router hears GOAWAY and drops the link; the next upgrade is
 	// refused (shutting down), so requests go over plain HTTP.
-	waitFor(t, "the link to close", func() bool { return tr.Links() == 0 })
+	poll.Until(t, 5*time.Second, "the link to close", func() bool { return tr.Links() == 0 })
 	resp, err = get(t, context.Background(), tr, g.url+"/stream?n=2")
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +380,7 @@ func TestSlowReaderHoldsOnlyItsStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer flood.Body.Close()
-	waitFor(t, "the flood to fill its window", func() bool { return g.flooded.Load() >= StreamWindow })
+	poll.Until(t, 5*time.Second, "the flood to fill its window", func() bool { return g.flooded.Load() >= StreamWindow })
 	for range 3 {
 		resp, err := get(t, context.Background(), tr, g.url+"/stream?n=2")
 		if err != nil {
@@ -462,16 +464,6 @@ func waitDone(t *testing.T, ctx context.Context, what string) {
 	case <-time.After(2 * time.Second):
 		t.Fatalf("%s still runs", what)
 	}
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if ok() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // TestHeaderLeavesWithTheBody: as over HTTP/1.1 from net/http, a response's

@@ -10,22 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-llm/stargate/internal/poll"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/openai"
 )
 
 const streamBody = `{"stream":true,"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
-
-// waitUntil polls cond for up to 5 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // TestLocalStreamsAsWritten checks that what the in-process gateway flushes
 // reaches the client before the gateway writes more, with its headers, and
@@ -75,7 +65,7 @@ func TestLocalStreamsAsWritten(t *testing.T) {
 	if err != nil || string(rest) != "\ndata: second\n\ndata: [DONE]\n\n" {
 		t.Fatalf("rest %q, %v", rest, err)
 	}
-	waitUntil(t, "the request is counted", func() bool { c := srv.Counts(); return c.Ended() == 1 })
+	poll.Until(t, 5*time.Second, "the request is counted", func() bool { c := srv.Counts(); return c.Ended() == 1 })
 	if c := srv.Counts(); c.Completed != 1 {
 		t.Errorf("counts %+v, want one completed", c)
 	}
@@ -247,7 +237,7 @@ func TestLocalClientGoesAway(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 	<-gone
-	waitUntil(t, "the request is counted", func() bool { c := srv.Counts(); return c.Ended() == 1 })
+	poll.Until(t, 5*time.Second, "the request is counted", func() bool { c := srv.Counts(); return c.Ended() == 1 })
 	if c := srv.Counts(); c.Failed[ReasonClientCancelled] != 1 {
 		t.Errorf("counts %+v, want one %s", c, ReasonClientCancelled)
 	}
