@@ -54,8 +54,9 @@ type localGateway struct {
 
 	srv   *gateway.Server
 	local *router.Local // the router's way in
-	// memLn is the router's way in over the network: for requests on a path
-	// with an injected fault, and to a static --backend spelled otherwise.
+	// memLn is the router's way in over the network: for its health probes,
+	// requests on a path with an injected fault, and a static --backend
+	// spelled otherwise.
 	memLn net.Listener
 	tcpLn net.Listener // other routers' way in; nil without --gateway-listen
 }

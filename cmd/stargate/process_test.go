@@ -236,8 +236,9 @@ func writeKeyFile(t *testing.T) string {
 
 // TestRouterRunsItsGateway runs a router with its backend's gateway in its
 // own process (--gateway-engine) next to a second router that reaches the
-// same gateway over --gateway-listen: both serve through it, the first in
-// memory over a link, and the gateway books every request once.
+// same gateway over --gateway-listen: both serve through it, the first by
+// calling its handler directly (its health probes still reach it in memory,
+// over a link), and the gateway books every request once.
 func TestRouterRunsItsGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
@@ -260,7 +261,7 @@ func TestRouterRunsItsGateway(t *testing.T) {
 		}
 	}
 	if got := metricSum(t, rt.url, "stargate_router_links", nil); got != 1 {
-		t.Errorf("router with the gateway: %v links, want 1 (its own gateway, in memory)", got)
+		t.Errorf("router with the gateway: %v links, want 1 (its probes of its own gateway, in memory)", got)
 	}
 	if got := metricSum(t, other.url, "stargate_router_links", nil); got != 1 {
 		t.Errorf("other router: %v links, want 1 (over --gateway-listen)", got)

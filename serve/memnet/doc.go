@@ -5,9 +5,9 @@
 // Why: when a router and a gateway run in one process (stargate router
 // --gateway-engine), the router serves requests by calling the gateway's
 // handler directly (router.Local), but some traffic must still travel as
-// network traffic: a request on a path with an operator's injected fault
-// (the fault is applied by the network transport), or one to a static
-// backend URL spelled otherwise. The gateway's handler is also served on a
+// network traffic: the router's health probes, a request on a path with an
+// operator's injected fault (the fault is applied by the network
+// transport), or one to a static backend URL spelled otherwise. The gateway's handler is also served on a
 // memnet listener by an ordinary http.Server, and the router dials it
 // through Network.Dial, so that traffic takes the same code as between
 // processes (upgrade to a link, frames, fallback, failure rules) without a
