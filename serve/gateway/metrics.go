@@ -11,6 +11,7 @@ type metrics struct {
 	reg          *prometheus.Registry
 	pushes       prometheus.Counter
 	authRejected prometheus.Counter
+	all          []prometheus.Collector // everything reg holds
 }
 
 // newMetrics exposes the gateway's state under stargate_gateway_*.
@@ -21,7 +22,8 @@ func newMetrics(s *Server) *metrics {
 		Help: "Stats messages routers accepted.", ConstLabels: labels})
 	m.authRejected = prometheus.NewCounter(prometheus.CounterOpts{Name: "stargate_gateway_admin_rejected_total",
 		Help: "Admin calls rejected for a bad signature.", ConstLabels: labels})
-	m.reg.MustRegister(m.pushes, m.authRejected, collector{s})
+	m.all = []prometheus.Collector{m.pushes, m.authRejected, collector{s}}
+	m.reg.MustRegister(m.all...)
 	return m
 }
 
@@ -29,9 +31,7 @@ func (m *metrics) handler() http.Handler { return promhttp.HandlerFor(m.reg, pro
 
 // Collectors are the gateway's metrics, for a process that serves them on a
 // /metrics of its own too (a router running this gateway in process).
-func (s *Server) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.met.pushes, s.met.authRejected, collector{s}}
-}
+func (s *Server) Collectors() []prometheus.Collector { return s.met.all }
 
 // collector reads the gateway's state at scrape time.
 type collector struct {
