@@ -166,8 +166,8 @@ func TestLocalClosedRefuses(t *testing.T) {
 			t.Fatalf("%d from %q: %s", resp.StatusCode, resp.Header.Get("X-Stargate-Backend"), body)
 		}
 	}
-	if len(a.headers) != 0 {
-		t.Errorf("the closed gateway got %d requests", len(a.headers))
+	if n, _ := a.seen(); n != 0 {
+		t.Errorf("the closed gateway got %d requests", n)
 	}
 }
 
@@ -257,10 +257,8 @@ func TestLocalPathFaultGoesOverTheNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	call(t, url, okBody, nil)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.headers) != 3 || a.direct != 2 {
-		t.Errorf("%d requests, %d in process; want 3, the one with a path fault over the network", len(a.headers), a.direct)
+	if n, direct := a.seen(); n != 3 || direct != 2 {
+		t.Errorf("%d requests, %d in process; want 3, the one with a path fault over the network", n, direct)
 	}
 }
 
@@ -289,9 +287,7 @@ func TestLocalURLAsRegistered(t *testing.T) {
 		t.Fatal(err)
 	}
 	call(t, url, okBody, nil)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.headers) != 1 || a.direct != 1 {
-		t.Errorf("%d requests, %d in process; want the one in process", len(a.headers), a.direct)
+	if n, direct := a.seen(); n != 1 || direct != 1 {
+		t.Errorf("%d requests, %d in process; want the one in process", n, direct)
 	}
 }

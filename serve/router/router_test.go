@@ -56,6 +56,14 @@ func (e *echoBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(`{"choices":[{"message":{"content":"ok"}}]}`))
 }
 
+// seen is how many completions the backend got, and how many of those came
+// in process.
+func (e *echoBackend) seen() (requests, direct int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.headers), e.direct
+}
+
 func startRouter(t *testing.T, mutate func(*Config), backends ...*echoBackend) string {
 	t.Helper()
 	hs := make([]http.Handler, len(backends))
@@ -182,13 +190,13 @@ func testIngressRules(t *testing.T, local bool) {
 	_, _ = call(t, url, okBody, map[string]string{"Authorization": "Bearer client-key-0123456789",
 		"X-Stargate-Worker": "7", "X-Stargate-Router": "evil", "Connection": "X-Foo", "X-Foo": "bar"})
 	be.mu.Lock()
-	defer be.mu.Unlock()
 	h := be.headers[len(be.headers)-1]
+	be.mu.Unlock()
 	if h.Get("Authorization") != "" || h.Get("X-Stargate-Worker") != "" || h.Get("X-Stargate-Router") != "router-1" {
 		t.Errorf("backend saw %v", h)
 	}
-	if want := inProcess(local, len(be.headers)); be.direct != want {
-		t.Errorf("%d of %d requests came in process, want %d", be.direct, len(be.headers), want)
+	if n, direct := be.seen(); direct != inProcess(local, n) {
+		t.Errorf("%d of %d requests came in process, want %d", direct, n, inProcess(local, n))
 	}
 }
 
@@ -218,10 +226,8 @@ func TestRetryBeforeFirstByte(t *testing.T) {
 			if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "2 backends refused") {
 				t.Fatalf("all refusing: %d %s", resp.StatusCode, body)
 			}
-			busy.mu.Lock()
-			defer busy.mu.Unlock()
-			if busy.direct != inProcess(local, len(busy.headers)) {
-				t.Errorf("%d of the refusing backend's %d requests came in process", busy.direct, len(busy.headers))
+			if n, direct := busy.seen(); direct != inProcess(local, n) {
+				t.Errorf("%d of the refusing backend's %d requests came in process", direct, n)
 			}
 		})
 	}
