@@ -100,14 +100,90 @@ func post(ctx context.Context, url, body string) (*http.Response, error) {
 	return http.DefaultClient.Do(req)
 }
 
+// forEachLeg runs test over both ways the gateway reaches an engine: the h1
+// client (plain http, the default transport) and net/http (a transport set
+// in the config).
+func forEachLeg(t *testing.T, test func(t *testing.T, leg func(*Config))) {
+	for _, leg := range []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"h1", func(*Config) {}},
+		{"net/http", func(c *Config) { c.Transport = &http.Transport{} }},
+	} {
+		t.Run(leg.name, func(t *testing.T) { test(t, leg.mutate) })
+	}
+}
+
+// TestEngineLeg: the gateway reaches plain http:// engines with the h1
+// client unless a transport is set, and anything else with net/http.
+func TestEngineLeg(t *testing.T) {
+	for _, tt := range []struct {
+		engines   []string
+		transport http.RoundTripper
+		wantH1    bool
+	}{
+		{[]string{"http://127.0.0.1:8000"}, nil, true},
+		{[]string{"http://10.0.0.1:8000/", "http://10.0.0.2:8000"}, nil, true},
+		{[]string{"http://127.0.0.1:8000"}, &http.Transport{}, false},
+		{[]string{"http://10.0.0.1:8000", "https://10.0.0.2:8000"}, nil, false},
+	} {
+		cfg := DefaultConfig()
+		cfg.Engines, cfg.Transport = tt.engines, tt.transport
+		g, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, h1 := g.leg.(*h1Leg); h1 != tt.wantH1 {
+			t.Errorf("engines %v, transport %v: the h1 client %v, want %v", tt.engines, tt.transport != nil, h1, tt.wantH1)
+		}
+	}
+}
+
+// TestEngineUnreachable: an engine gone before the request is written
+// answers 502 with the reason, and does not quarantine the worker (the
+// engine cannot have run it).
+func TestEngineUnreachable(t *testing.T) { forEachLeg(t, testEngineUnreachable) }
+
+func testEngineUnreachable(t *testing.T, leg func(*Config)) {
+	eng := startEngine(t, "127.0.0.1:0", testKey)
+	g, url := startGateway(t, "http://"+eng.addr, leg)
+	for i, want := range []int{http.StatusOK, http.StatusBadGateway} {
+		if i == 1 {
+			eng.kill() // the first request's connection goes with it
+		}
+		resp, err := post(context.Background(), url, `{"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: status %d, body %s; want %d", i, resp.StatusCode, body, want)
+		}
+		if i == 1 && !strings.Contains(string(body), "engine unreachable") {
+			t.Errorf("body %s, want it to say the engine is unreachable", body)
+		}
+	}
+	if q := g.Quarantined(); len(q) != 0 {
+		t.Errorf("quarantined %v; a request that never reached the engine is not uncertain", q)
+	}
+	poll.Until(t, time.Second, "both requests to be booked", func() bool {
+		c := g.Counts()
+		return c.Completed == 1 && c.Failed[ReasonEngineUnreachable] == 1
+	})
+}
+
 // TestEngineKilledMidStream kills the engine while it streams: the client
 // gets an in-stream error, the worker is quarantined, a request that comes
 // meanwhile waits instead of going to a worker whose state is unknown, the
 // engine's health alone restores nothing, and a fence after the engine
 // restarts (with its key) restores the worker. Accounting closes throughout.
-func TestEngineKilledMidStream(t *testing.T) {
+func TestEngineKilledMidStream(t *testing.T) { forEachLeg(t, testEngineKilledMidStream) }
+
+func testEngineKilledMidStream(t *testing.T, leg func(*Config)) {
 	eng := startEngine(t, "127.0.0.1:0", auth.Key{}) // first life: no fence key
-	g, url := startGateway(t, "http://"+eng.addr, nil)
+	g, url := startGateway(t, "http://"+eng.addr, leg)
 
 	resp, err := post(context.Background(), url, `{"stream":true,"max_tokens":5000,"messages":[{"role":"user","content":"long answer"}]}`)
 	if err != nil {
@@ -174,9 +250,11 @@ func TestEngineKilledMidStream(t *testing.T) {
 
 // TestOperatorRelease restores a worker of an engine that cannot fence,
 // only with a signed operator call.
-func TestOperatorRelease(t *testing.T) {
+func TestOperatorRelease(t *testing.T) { forEachLeg(t, testOperatorRelease) }
+
+func testOperatorRelease(t *testing.T, leg func(*Config)) {
 	eng := startEngine(t, "127.0.0.1:0", auth.Key{})
-	g, url := startGateway(t, "http://"+eng.addr, func(c *Config) { c.UpstreamIdleTimeout = 150 * time.Millisecond })
+	g, url := startGateway(t, "http://"+eng.addr, func(c *Config) { leg(c); c.UpstreamIdleTimeout = 150 * time.Millisecond })
 	if err := eng.srv.SetFaults(engine.Faults{Hang: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -279,9 +357,11 @@ func (w *slowClient) Write(p []byte) (int, error) {
 // TestSlowClientIsNotAnIdleEngine: time the gateway spends waiting on its
 // client is not time the engine was silent, so a client slower than the
 // upstream idle timeout neither fails its stream nor quarantines the worker.
-func TestSlowClientIsNotAnIdleEngine(t *testing.T) {
+func TestSlowClientIsNotAnIdleEngine(t *testing.T) { forEachLeg(t, testSlowClientIsNotAnIdleEngine) }
+
+func testSlowClientIsNotAnIdleEngine(t *testing.T, leg func(*Config)) {
 	eng := startEngine(t, "127.0.0.1:0", testKey)
-	g, _ := startGateway(t, "http://"+eng.addr, func(c *Config) { c.UpstreamIdleTimeout = 100 * time.Millisecond })
+	g, _ := startGateway(t, "http://"+eng.addr, func(c *Config) { leg(c); c.UpstreamIdleTimeout = 100 * time.Millisecond })
 	w := &slowClient{ResponseRecorder: httptest.NewRecorder(), wait: 400 * time.Millisecond}
 	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
 		strings.NewReader(`{"stream":true,"max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`))

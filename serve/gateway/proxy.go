@@ -1,20 +1,18 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	core "github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/h1"
 	"github.com/stargate-llm/stargate/serve/openai"
 	"github.com/stargate-llm/stargate/serve/wire"
 )
@@ -192,114 +190,78 @@ func (s *Server) releaseAdmission(id uint64, promptTokens int) {
 // forward sends the request to its worker's engine and copies the answer back,
 // flushing every read so that streamed tokens leave at once.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, worker int, session uint64, prompt int, body []byte) {
-	base, header := s.engineURL(worker), len(s.cfg.Engines) == 1
 	s.mu.Lock()
 	s.workers[worker].start(id, session, prompt)
 	s.mu.Unlock()
 
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	var sent atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { sent.Store(true) }})
-	up, err := http.NewRequestWithContext(ctx, http.MethodPost, base+r.URL.Path, bytes.NewReader(body))
-	if err != nil {
-		s.finish(id, worker, prompt, core.Completed, ReasonEngineUnreachable)
-		openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", err.Error())
-		return
-	}
-	up.Header.Set("Content-Type", "application/json")
+	up := &h1.Request{Method: http.MethodPost, Path: r.URL.Path, Body: body, Header: http.Header{"Content-Type": {"application/json"}}}
 	if v := r.Header.Get("X-Session-ID"); v != "" {
 		up.Header.Set("X-Session-ID", v)
 	}
-	if header {
+	eng := worker // one engine URL per worker
+	if len(s.cfg.Engines) == 1 {
+		eng = 0 // one engine for all workers, told which in a field
 		up.Header.Set(engine.HeaderWorker, strconv.Itoa(worker))
 	}
-	idle := time.AfterFunc(s.cfg.UpstreamIdleTimeout, func() { cancel(errIdle) })
-	defer idle.Stop()
-	resp, err := s.client.Do(up)
-	if err != nil {
-		switch {
-		case r.Context().Err() != nil:
-			s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
-		case !sent.Load():
-			s.finish(id, worker, 0, core.Completed, ReasonEngineUnreachable)
-			w.Header().Set(wire.HeaderBackend, s.cfg.ID)
-			openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine unreachable: %v", s.cfg.ID, err))
-		default:
-			s.finish(id, worker, 0, core.Uncertain, ReasonEngineLost)
-			w.Header().Set(wire.HeaderBackend, s.cfg.ID)
-			openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine connection lost: %v", s.cfg.ID, lostBecause(ctx, err)))
-		}
-		return
-	}
-	defer resp.Body.Close()
-	for _, k := range []string{"Content-Type", "Cache-Control", "x-should-retry", "Retry-After"} {
-		if v := resp.Header.Get(k); v != "" {
-			w.Header().Set(k, v)
-		}
-	}
-	w.Header().Set(wire.HeaderBackend, s.cfg.ID)
-	w.WriteHeader(resp.StatusCode)
-	learn := resp.StatusCode == http.StatusBadRequest // a context-length refusal names the engine's real limit
+	var status int
+	streaming, learn := false, false
 	flusher, _ := w.(http.Flusher)
-	bp := wire.GetCopyBuffer()
-	defer wire.PutCopyBuffer(bp)
-	buf := *bp
-	streaming := resp.Header.Get("Content-Type") == "text/event-stream"
-	for {
-		idle.Reset(s.cfg.UpstreamIdleTimeout)
-		n, rerr := resp.Body.Read(buf)
-		if learn && n > 0 {
+	head := func(resp *h1.Response) error {
+		status = resp.StatusCode
+		for _, k := range []string{"Content-Type", "Cache-Control", "x-should-retry", "Retry-After"} {
+			if v := resp.Header.Get(k); v != "" {
+				w.Header().Set(k, v)
+			}
+		}
+		w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+		w.WriteHeader(status)
+		learn = status == http.StatusBadRequest // a context-length refusal names the engine's real limit
+		streaming = resp.Header.Get("Content-Type") == "text/event-stream"
+		return nil
+	}
+	copyBody := func(p []byte) error {
+		if learn {
 			learn = false
-			s.learnLimit(openai.ContextLimit(buf[:n]))
+			s.learnLimit(openai.ContextLimit(p))
 		}
-		if n > 0 {
-			// A write waits on the client (a shut link window, a full
-			// socket): not the engine's silence, so not on its clock.
-			idle.Stop()
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
-				return
-			}
-			if flusher != nil && (!streaming || !wire.EndsStream(buf[:n])) {
-				flusher.Flush()
-			}
+		if _, err := w.Write(p); err != nil {
+			return errClientGone
 		}
-		if rerr == nil {
-			continue
+		if flusher != nil && (!streaming || !wire.EndsStream(p)) {
+			flusher.Flush()
 		}
-		switch {
-		case errors.Is(rerr, io.EOF):
-			if resp.StatusCode >= 500 {
-				s.finish(id, worker, 0, core.Completed, ReasonEngineStatus)
-			} else if resp.StatusCode >= 400 {
-				s.finish(id, worker, 0, core.Completed, ReasonEngineRefused) // the request's fault, not the engine's
-			} else {
-				s.finish(id, worker, prompt, core.Completed, "")
-			}
-		case r.Context().Err() != nil:
-			s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
-		default:
-			// The engine went away mid-answer: it may still run the request.
-			s.finish(id, worker, 0, core.Uncertain, ReasonEngineLost)
-			if streaming {
-				openai.WriteStreamError(w, fmt.Sprintf("gateway %s: engine connection lost mid-stream: %v", s.cfg.ID, lostBecause(ctx, rerr)))
-			}
+		return nil
+	}
+	err := s.leg.do(r.Context(), eng, up, head, copyBody)
+	var notSent *h1.NotSentError
+	switch {
+	case err == nil && status >= 500:
+		s.finish(id, worker, 0, core.Completed, ReasonEngineStatus)
+	case err == nil && status >= 400:
+		s.finish(id, worker, 0, core.Completed, ReasonEngineRefused) // the request's fault, not the engine's
+	case err == nil:
+		s.finish(id, worker, prompt, core.Completed, "")
+	case errors.Is(err, errClientGone) || r.Context().Err() != nil:
+		s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
+	case status == 0 && errors.As(err, &notSent):
+		s.finish(id, worker, 0, core.Completed, ReasonEngineUnreachable)
+		w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+		openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine unreachable: %v", s.cfg.ID, notSent.Err))
+	case status == 0:
+		s.finish(id, worker, 0, core.Uncertain, ReasonEngineLost)
+		w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+		openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine connection lost: %v", s.cfg.ID, err))
+	default:
+		// The engine went away mid-answer: it may still run the request.
+		s.finish(id, worker, 0, core.Uncertain, ReasonEngineLost)
+		if streaming {
+			openai.WriteStreamError(w, fmt.Sprintf("gateway %s: engine connection lost mid-stream: %v", s.cfg.ID, err))
 		}
-		return
 	}
 }
 
-var errIdle = errors.New("no byte from the engine within the idle timeout")
-
-// lostBecause says why the engine connection was lost: the idle timeout
-// (the request's context's cause) or the connection's own error.
-func lostBecause(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil {
-		return cause
-	}
-	return err
-}
+// errClientGone is a failed write to the gateway's client.
+var errClientGone = errors.New("gateway: the client went away")
 
 // finish ends a request that reached forward: it returns its worker permit
 // (quarantining the worker after an uncertain outcome) and its admission slot.

@@ -124,6 +124,7 @@ type Server struct {
 	start  time.Time
 	log    *slog.Logger
 	client *http.Client
+	leg    engineLeg // the request path to the engines
 	signer *auth.Signer
 	ops    *auth.Verifier
 	met    *metrics
@@ -188,6 +189,7 @@ func New(cfg Config) (*Server, error) {
 		s.signer = auth.NewSigner(cfg.Key, cfg.ID)
 		s.ops = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
 	}
+	s.leg = newEngineLeg(cfg, s.client)
 	s.met = newMetrics(s)
 	s.api = s.newAPI()
 	s.links = link.NewServer(s.api, s.log)
@@ -247,7 +249,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.goLoop(func() { s.statsLoop(ctx, targets) })
 	s.goLoop(func() { s.scrapeLoop(ctx) })
 	s.goLoop(func() { s.fenceLoop(ctx) })
-	s.goLoop(func() { <-ctx.Done(); close(s.stopped) })
+	s.goLoop(func() { <-ctx.Done(); close(s.stopped); s.leg.closeIdle() })
 	s.goLoop(func() {
 		<-ctx.Done()
 		grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,0 +1,29 @@
+// Package h1 is the small HTTP/1.1 client the gateway uses on its engine
+// leg: it sends one request on a pooled keep-alive connection and hands each
+// read of the answer to the caller, all in the caller's goroutine.
+//
+// It exists for the cost of a streamed answer, whose events arrive a few
+// hundred bytes at a time, one engine step apart. net/http's Transport
+// reads each connection in a goroutine of its own and, like every Read on a
+// Go socket, tries the socket before it waits for it: after each event it
+// makes a read that finds nothing. This client reads the way an event loop
+// does (nginx's, for one). A read that fills less than the buffer offered
+// has drained the socket, so the next one waits for the poller to say there
+// is more instead of trying first. Waiting inside one syscall.RawConn.Read
+// keeps the poller's readiness between reads, so no wake-up is lost.
+// BENCHMARKS.md ("Proxy path") has what that saves.
+//
+// What it speaks: plain HTTP/1.1 over TCP, one request at a time per
+// connection (no pipelining), a body sent with Content-Length, and answers
+// framed by chunked transfer coding, Content-Length or the end of the
+// connection; interim 1xx answers are skipped. Anything else an engine
+// sends (another transfer coding, oversized or malformed headers) is an
+// error that names what was wrong. The gateway keeps net/http for engines
+// it cannot reach this way (https, a custom transport).
+//
+// A connection goes back to the pool only after its answer has been read to
+// the end and the engine did not ask to close it. A request that fails on a
+// reused connection before any byte of the answer arrives is sent once more
+// on a new one, as net/http does: the engine most likely closed the idle
+// connection before it read the request.
+package h1
