@@ -27,6 +27,7 @@ import (
 	"github.com/stargate-llm/stargate/serve/engine"
 	"github.com/stargate-llm/stargate/serve/fleet"
 	"github.com/stargate-llm/stargate/serve/gateway"
+	"github.com/stargate-llm/stargate/serve/rawio"
 	"github.com/stargate-llm/stargate/serve/router"
 	"github.com/stargate-llm/stargate/study"
 	"github.com/stargate-llm/stargate/workload"
@@ -47,12 +48,17 @@ func loadKey(path string, key *auth.Key) error {
 	return nil
 }
 
+// dialBackends opens a router's connections to its backends, links
+// included: TCP with raw reads and writes (package rawio).
+var dialBackends = rawio.Dialer(&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 15 * time.Second})
+
 // serveHandler serves h on ln until ctx ends, then shuts down with a grace
-// period for the requests in flight.
+// period for the requests in flight. Its TCP connections read and write
+// with raw system calls (package rawio).
 func serveHandler(ctx context.Context, ln net.Listener, h http.Handler) error {
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(rawio.Listener{Listener: ln}) }()
 	var err error
 	select {
 	case <-ctx.Done():
@@ -189,6 +195,9 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 			local, err := newLocalGateway(&cfg, gcfg, gatewayListen)
 			if err != nil {
 				return err
+			}
+			if cfg.Dial == nil {
+				cfg.Dial = dialBackends
 			}
 			srv, err := router.New(cfg, reg)
 			if err != nil {

@@ -92,7 +92,7 @@ func newLocalGateway(rcfg *router.Config, gcfg gateway.Config, listen string) (*
 	}
 	gcfg.Key, gcfg.Logger = rcfg.Key, lg.log
 	lg.local = &router.Local{}
-	rcfg.Local, rcfg.Dial = lg.local, lg.mem.Dial(nil)
+	rcfg.Local, rcfg.Dial = lg.local, lg.mem.Dial(dialBackends)
 	lg.cfg = gcfg
 	return lg, nil
 }

@@ -15,7 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
+
+	"github.com/stargate-llm/stargate/serve/rawio"
 )
 
 // Target is an engine's base URL, parsed once.
@@ -409,10 +410,9 @@ func (c *conn) write(t Target, req *Request) error {
 	var err error
 	if len(req.Body) <= 64<<10 {
 		b = append(b, req.Body...)
-		_, err = c.nc.Write(b)
-	} else {
-		bufs := net.Buffers{b, req.Body}
-		_, err = bufs.WriteTo(c.nc)
+		_, err = rawio.WriteAll(c.rc, b)
+	} else if _, err = rawio.WriteAll(c.rc, b); err == nil {
+		_, err = rawio.WriteAll(c.rc, req.Body)
 	}
 	if cap(b) <= 64<<10 {
 		c.wbuf = b[:0]
@@ -469,7 +469,7 @@ func (c *conn) pump(ctx context.Context, timeout time.Duration, take func() (boo
 					c.drained = false
 					return false // wait for more
 				}
-				n, errno := read(fd, c.buf[c.w:])
+				n, errno := rawio.Read(fd, c.buf[c.w:])
 				switch errno {
 				case 0:
 				case syscall.EINTR:
@@ -536,15 +536,6 @@ func (c *conn) nextLook(timeout time.Duration) time.Time {
 		}
 	}
 	return next
-}
-
-// read reads a non-blocking socket. It never blocks, so it skips the
-// scheduler's bookkeeping for a system call that might (syscall.Read's):
-// with one P, a read the system monitor finds in the kernel across two of
-// its ticks has the P handed to another thread.
-func read(fd uintptr, p []byte) (int, syscall.Errno) {
-	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	return int(n), errno
 }
 
 // cause names why an exchange failed: the context's cause once it is done,

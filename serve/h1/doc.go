@@ -10,8 +10,9 @@
 // does (nginx's, for one). A read that fills less than the buffer offered
 // has drained the socket, so the next one waits for the poller to say there
 // is more instead of trying first. Waiting inside one syscall.RawConn.Read
-// keeps the poller's readiness between reads, so no wake-up is lost.
-// BENCHMARKS.md ("Proxy path") has what that saves.
+// keeps the poller's readiness between reads, so no wake-up is lost. Its
+// reads and writes are package rawio's, without the scheduler's system-call
+// bookkeeping. BENCHMARKS.md ("Proxy path") has what that saves.
 //
 // What it speaks: plain HTTP/1.1 over TCP, one request at a time per
 // connection (no pipelining), a body sent with Content-Length, and answers
