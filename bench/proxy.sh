@@ -118,7 +118,7 @@ wait_for() { # wait_for WHAT CMD...: retry CMD for up to 15 s
 	exit 1
 }
 
-start engine "${client[@]}" "$work/stargate" engine --gpus 1 --profile bench/engine-fast.yaml --listen "$ENGINE"
+start engine "${client[@]}" "$work/stargate" engine --gpus 1 --profile bench/engine-fast.yaml --stamp-ttft --listen "$ENGINE"
 engine_pid=${pids[-1]}
 wait_for engine curl -sf "http://$ENGINE/health"
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/internal/wait"
+	"github.com/stargate-llm/stargate/serve/engine"
 )
 
 func main() {
@@ -68,23 +69,30 @@ type Config struct {
 
 // Result is one measurement's figures, printed as one JSON line.
 type Result struct {
-	Label     string  `json:"label"`
-	Rep       int     `json:"rep"`
-	URL       string  `json:"url"`
-	Streams   int     `json:"streams"`
-	ThinkMs   float64 `json:"think_ms"`
-	Seconds   float64 `json:"seconds"`
-	Requests  int     `json:"requests"`
-	Errors    int     `json:"errors"`
-	RPS       float64 `json:"rps"`
-	TTFTP50   float64 `json:"ttft_p50_ms"`
-	TTFTP99   float64 `json:"ttft_p99_ms"`
-	TTFTMean  float64 `json:"ttft_mean_ms"`
-	CPUS      float64 `json:"cpu_s"`
-	CPUPerReq float64 `json:"cpu_us_per_req"`
-	EngineCPU float64 `json:"engine_cpu_us_per_req"`
-	LoadCPUS  float64 `json:"loadgen_cpu_s"`
-	FirstErr  string  `json:"first_error,omitempty"`
+	Label    string  `json:"label"`
+	Rep      int     `json:"rep"`
+	URL      string  `json:"url"`
+	Streams  int     `json:"streams"`
+	ThinkMs  float64 `json:"think_ms"`
+	Seconds  float64 `json:"seconds"`
+	Requests int     `json:"requests"`
+	Errors   int     `json:"errors"`
+	RPS      float64 `json:"rps"`
+	TTFTP50  float64 `json:"ttft_p50_ms"`
+	TTFTP99  float64 `json:"ttft_p99_ms"`
+	TTFTMean float64 `json:"ttft_mean_ms"`
+	// Outside is each request's TTFT minus the engine's own time to its
+	// first token (stargate engine --stamp-ttft): the client's, the
+	// network's and the proxy's share, paired request by request. Zero
+	// when the engine did not stamp its streams (Stamped is 0).
+	OutsideP50 float64 `json:"outside_p50_ms,omitempty"`
+	OutsideP99 float64 `json:"outside_p99_ms,omitempty"`
+	Stamped    int     `json:"stamped,omitempty"`
+	CPUS       float64 `json:"cpu_s"`
+	CPUPerReq  float64 `json:"cpu_us_per_req"`
+	EngineCPU  float64 `json:"engine_cpu_us_per_req"`
+	LoadCPUS   float64 `json:"loadgen_cpu_s"`
+	FirstErr   string  `json:"first_error,omitempty"`
 }
 
 func runLoad(args []string, stdout, stderr io.Writer) error {
@@ -148,7 +156,7 @@ func Load(ctx context.Context, cfg Config) (*Result, error) {
 	runCtx, cancel := context.WithDeadline(ctx, to)
 	defer cancel()
 	var mu sync.Mutex
-	var ttfts []time.Duration
+	var ttfts, outside []time.Duration
 	errs, firstErr := 0, ""
 	var cpu0, cpu1, eng0, eng1, self0, self1 float64
 	var cpuErr error
@@ -167,13 +175,13 @@ func Load(ctx context.Context, cfg Config) (*Result, error) {
 			defer wg.Done()
 			session := "bench-" + strconv.Itoa(i)
 			rng := rand.New(rand.NewPCG(uint64(i), 0x70726f78))
-			var mine []time.Duration
+			var mine, mineOut []time.Duration
 			for runCtx.Err() == nil {
 				if cfg.Think > 0 && !wait.For(runCtx, time.Duration(rng.ExpFloat64()*float64(cfg.Think))) {
 					break
 				}
 				t0 := time.Now()
-				ttft, err := request(runCtx, client, cfg.URL, body, session)
+				tm, err := request(runCtx, client, cfg.URL, body, session)
 				end := time.Now()
 				if runCtx.Err() != nil || t0.Before(from) || end.After(to) {
 					continue
@@ -187,10 +195,13 @@ func Load(ctx context.Context, cfg Config) (*Result, error) {
 					mu.Unlock()
 					continue
 				}
-				mine = append(mine, ttft)
+				mine = append(mine, tm.ttft)
+				if tm.stamped {
+					mineOut = append(mineOut, tm.ttft-tm.engine)
+				}
 			}
 			mu.Lock()
-			ttfts = append(ttfts, mine...)
+			ttfts, outside = append(ttfts, mine...), append(outside, mineOut...)
 			mu.Unlock()
 		}()
 	}
@@ -205,6 +216,7 @@ func Load(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	slices.Sort(ttfts)
+	slices.Sort(outside)
 	n := len(ttfts)
 	res := &Result{Label: cfg.Label, Rep: cfg.Rep, URL: cfg.URL, Streams: cfg.Streams, ThinkMs: ms(cfg.Think), Seconds: cfg.Duration.Seconds(),
 		Requests: n, Errors: errs, RPS: float64(n) / cfg.Duration.Seconds(), CPUS: cpu1 - cpu0,
@@ -216,6 +228,9 @@ func Load(ctx context.Context, cfg Config) (*Result, error) {
 			sum += t
 		}
 		res.TTFTMean = ms(sum / time.Duration(n))
+		if res.Stamped = len(outside); res.Stamped > 0 {
+			res.OutsideP50, res.OutsideP99 = ms(percentile(outside, 0.50)), ms(percentile(outside, 0.99))
+		}
 		res.CPUPerReq = 1e6 * res.CPUS / float64(n)
 		res.EngineCPU = 1e6 * (eng1 - eng0) / float64(n)
 	}
@@ -245,58 +260,72 @@ var (
 	doneEvent  = []byte("[DONE]")
 )
 
-// request sends one streamed chat request and reads it to the end; it
-// returns the time to the first event with content.
-func request(ctx context.Context, client *http.Client, url string, body []byte, session string) (time.Duration, error) {
+// timing is one request's time to its first token, and the engine's own
+// share of it when the engine stamped its stream.
+type timing struct {
+	ttft, engine time.Duration
+	stamped      bool
+}
+
+// request sends one streamed chat request and reads it to the end.
+func request(ctx context.Context, client *http.Client, url string, body []byte, session string) (timing, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return timing{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Session-ID", session)
 	t0 := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return timing{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return 0, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
+		return timing{}, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
 	}
-	ttft, err := readStream(resp.Body, t0)
-	if err != nil {
-		return 0, err
-	}
-	return ttft, nil
+	return readStream(resp.Body, t0)
 }
 
-// readStream reads an SSE stream to [DONE] and returns the time from t0 to
-// the first event with non-empty delta content.
-func readStream(r io.Reader, t0 time.Time) (time.Duration, error) {
+// stampPrefix starts the SSE comment of an engine run with --stamp-ttft.
+var stampPrefix = []byte(engine.TTFTStamp)
+
+// readStream reads an SSE stream to [DONE]; it times the first event with
+// non-empty delta content from t0, and takes the engine's stamp of its own
+// time to that event if one comes before it.
+func readStream(r io.Reader, t0 time.Time) (timing, error) {
 	br := bufio.NewReaderSize(r, 4096)
-	var ttft time.Duration
+	var tm timing
 	first := false
 	for {
 		line, err := br.ReadSlice('\n')
-		if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), dataPrefix); ok {
+		trimmed := bytes.TrimRight(line, "\r\n")
+		if us, ok := bytes.CutPrefix(trimmed, stampPrefix); ok && !first {
+			n, perr := strconv.ParseInt(string(us), 10, 64)
+			if perr != nil || n < 0 {
+				return timing{}, fmt.Errorf("bad engine stamp %q", trimmed)
+			}
+			tm.engine, tm.stamped = time.Duration(n)*time.Microsecond, true
+		}
+		if data, ok := bytes.CutPrefix(trimmed, dataPrefix); ok {
 			switch {
 			case bytes.Equal(data, doneEvent):
 				if !first {
-					return 0, errors.New("stream ended without content")
+					return timing{}, errors.New("stream ended without content")
 				}
 				// Read on to the end of the body, as a keep-alive client
 				// does: a body closed before its end takes its connection
 				// with it, and every next request would pay for a new one.
 				_, _ = io.Copy(io.Discard, br)
-				return ttft, nil
+				return tm, nil
 			case !first:
 				c, err := firstContent(data)
 				if err != nil {
-					return 0, err
+					return timing{}, err
 				}
 				if c {
-					ttft, first = time.Since(t0), true
+					tm.ttft, first = time.Since(t0), true
 				}
 			}
 		}
@@ -307,7 +336,7 @@ func readStream(r io.Reader, t0 time.Time) (time.Duration, error) {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return 0, fmt.Errorf("stream cut before [DONE]: %w", err)
+			return timing{}, fmt.Errorf("stream cut before [DONE]: %w", err)
 		}
 	}
 }

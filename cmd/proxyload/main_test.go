@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stargate-llm/stargate/serve/engine"
 )
 
 func TestParseStat(t *testing.T) {
@@ -55,6 +57,37 @@ func TestReadStream(t *testing.T) {
 	}
 }
 
+// TestReadStreamStamp: the engine's stamp before the first content event
+// is its share of the TTFT; a stamp after it, or none, is not taken.
+func TestReadStreamStamp(t *testing.T) {
+	const content = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"
+	for name, tt := range map[string]struct {
+		in      string
+		stamped bool
+		engine  time.Duration
+		err     string
+	}{
+		"stamped":       {in: engine.TTFTStamp + "1500\n" + content + "data: [DONE]\n\n", stamped: true, engine: 1500 * time.Microsecond},
+		"not stamped":   {in: content + "data: [DONE]\n\n"},
+		"stamp after":   {in: content + engine.TTFTStamp + "7\n" + "data: [DONE]\n\n"},
+		"bad stamp":     {in: engine.TTFTStamp + "soon\n" + content, err: "bad engine stamp"},
+		"other comment": {in: ": keep-alive\n" + content + "data: [DONE]\n\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tm, err := readStream(strings.NewReader(tt.in), time.Now())
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want one with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || tm.stamped != tt.stamped || tm.engine != tt.engine || tm.ttft <= 0 {
+				t.Errorf("timing %+v, err %v; want stamped %v engine %v", tm, err, tt.stamped, tt.engine)
+			}
+		})
+	}
+}
+
 // A stream is read to the end of the body after [DONE], so that its
 // connection can carry the next request.
 func TestReadStreamReadsToTheEnd(t *testing.T) {
@@ -94,7 +127,7 @@ func TestSummarizePairsRepetitions(t *testing.T) {
 	if p != want {
 		t.Errorf("proxy row %+v, want %+v", p, want)
 	}
-	if rows[0].AddedP50 != 0 || rows[0].RPS != 110 || !math.IsNaN(rows[0].CPUVsRef) || rows[2].CPUVsRef != 1 {
+	if rows[0].Stamped != 0 || rows[0].AddedP50 != 0 || rows[0].RPS != 110 || !math.IsNaN(rows[0].CPUVsRef) || rows[2].CPUVsRef != 1 {
 		t.Errorf("engine row %+v, nginx row %+v", rows[0], rows[2])
 	}
 	if _, err := Summarize(runs, "vllm", "nginx"); err == nil {
@@ -103,6 +136,37 @@ func TestSummarizePairsRepetitions(t *testing.T) {
 	rows, err = Summarize(runs, "engine", "haproxy")
 	if err != nil || !math.IsNaN(rows[1].CPUVsRef) {
 		t.Errorf("without the reference: %v, ratio %v, want NaN", err, rows[1].CPUVsRef)
+	}
+}
+
+// TestSummarizeOutside: the time outside the engine is a median of the
+// runs' percentiles, and its added p99 pairs repetitions as added TTFT does.
+func TestSummarizeOutside(t *testing.T) {
+	runs := []Result{
+		{Label: "engine", Rep: 1, OutsideP50: 0.1, OutsideP99: 0.3, Stamped: 100},
+		{Label: "proxy", Rep: 1, OutsideP50: 0.4, OutsideP99: 1.3, Stamped: 100},
+		{Label: "engine", Rep: 2, OutsideP50: 0.2, OutsideP99: 0.9, Stamped: 100},
+		{Label: "proxy", Rep: 2, OutsideP50: 0.5, OutsideP99: 1.4, Stamped: 100},
+		{Label: "engine", Rep: 3, OutsideP50: 0.1, OutsideP99: 0.2, Stamped: 100},
+		{Label: "proxy", Rep: 3, OutsideP50: 0.6, OutsideP99: 3.2, Stamped: 100},
+		{Label: "nginx", Rep: 1},
+	}
+	rows, err := Summarize(runs, "engine", "nginx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := rows[1]
+	// Added outside p99 by repetition: {1.0, 0.5, 3.0} -> 1.0.
+	if p.Stamped != 3 || p.OutsideP50 != 0.5 || p.OutsideP99 != 1.4 || math.Abs(p.AddedOutsideP99-1.0) > 1e-9 {
+		t.Errorf("proxy row %+v", p)
+	}
+	if rows[2].Stamped != 0 {
+		t.Errorf("nginx row %+v: no stamped runs", rows[2])
+	}
+	var b strings.Builder
+	writeTable(&b, rows, "nginx", true)
+	if !strings.Contains(b.String(), "| 0.50 | 1.40 | +1.00 |") || !strings.Contains(b.String(), "| - | - | - |") {
+		t.Errorf("table:\n%s", b.String())
 	}
 }
 

@@ -64,11 +64,18 @@ func readRuns(name string) ([]Result, error) {
 
 // Row is one label's medians over its runs.
 type Row struct {
-	Label                string
-	Runs                 int
-	RPS, P50, P99        float64
-	AddedP50, AddedP99   float64 // NaN for the baseline
-	CPUPerReq, EngineCPU float64
+	Label              string
+	Runs               int
+	RPS, P50, P99      float64
+	AddedP50, AddedP99 float64 // NaN for the baseline
+	// OutsideP50 and OutsideP99 are the medians of the runs' percentiles of
+	// TTFT minus the engine's own time to the first token, request by
+	// request; AddedOutsideP99 the median over repetitions of the label's
+	// OutsideP99 minus the baseline's. Stamped counts the runs that had
+	// them (the engine stamped its streams); without any they are zero.
+	OutsideP50, OutsideP99, AddedOutsideP99 float64
+	Stamped                                 int
+	CPUPerReq, EngineCPU                    float64
 	// CPUVsRef is the median over repetitions of CPUPerReq over the
 	// reference label's in the same repetition; NaN without one, and for
 	// the baseline.
@@ -105,13 +112,21 @@ func Summarize(runs []Result, baseline, ref string) ([]Row, error) {
 	for _, l := range order {
 		rs := by[l]
 		row := Row{Label: l, Runs: len(rs)}
-		var rps, p50, p99, cpu, eng, a50, a99, ratio []float64
+		var rps, p50, p99, cpu, eng, a50, a99, ratio, o50, o99, ao99 []float64
 		for _, r := range rs {
 			rps, p50, p99 = append(rps, r.RPS), append(p50, r.TTFTP50), append(p99, r.TTFTP99)
 			cpu, eng = append(cpu, r.CPUPerReq), append(eng, r.EngineCPU)
 			row.Errors += r.Errors
-			if b, ok := base[r.Rep]; ok {
+			b, ok := base[r.Rep]
+			if ok {
 				a50, a99 = append(a50, r.TTFTP50-b.TTFTP50), append(a99, r.TTFTP99-b.TTFTP99)
+			}
+			if r.Stamped > 0 {
+				row.Stamped++
+				o50, o99 = append(o50, r.OutsideP50), append(o99, r.OutsideP99)
+				if ok && b.Stamped > 0 {
+					ao99 = append(ao99, r.OutsideP99-b.OutsideP99)
+				}
 			}
 			if f, ok := refs[r.Rep]; ok && f.CPUPerReq > 0 {
 				ratio = append(ratio, r.CPUPerReq/f.CPUPerReq)
@@ -119,6 +134,7 @@ func Summarize(runs []Result, baseline, ref string) ([]Row, error) {
 		}
 		row.RPS, row.P50, row.P99, row.CPUPerReq, row.EngineCPU = median(rps), median(p50), median(p99), median(cpu), median(eng)
 		row.AddedP50, row.AddedP99, row.CPUVsRef = median(a50), median(a99), math.NaN()
+		row.OutsideP50, row.OutsideP99, row.AddedOutsideP99 = median(o50), median(o99), median(ao99)
 		if len(ratio) > 0 && l != baseline { // the baseline is no proxy
 			row.CPUVsRef = median(ratio)
 		}
@@ -140,14 +156,20 @@ func median(v []float64) float64 {
 }
 
 func writeTable(w io.Writer, rows []Row, ref string, markdown bool) {
-	head := []string{"target", "runs", "req/s", "TTFT p50 ms", "TTFT p99 ms", "added p50 ms", "added p99 ms", "proxy CPU us/req", "CPU vs " + ref, "engine CPU us/req", "errors"}
+	head := []string{"target", "runs", "req/s", "TTFT p50 ms", "TTFT p99 ms", "added p50 ms", "added p99 ms",
+		"outside p50 ms", "outside p99 ms", "added outside p99 ms", "proxy CPU us/req", "CPU vs " + ref, "engine CPU us/req", "errors"}
 	cells := func(r Row) []string {
 		ratio := "-"
 		if !math.IsNaN(r.CPUVsRef) {
 			ratio = fmt.Sprintf("%.2fx", r.CPUVsRef)
 		}
+		o50, o99, ao99 := "-", "-", "-"
+		if r.Stamped > 0 {
+			o50, o99, ao99 = fmt.Sprintf("%.2f", r.OutsideP50), fmt.Sprintf("%.2f", r.OutsideP99), fmt.Sprintf("%+.2f", r.AddedOutsideP99)
+		}
 		return []string{r.Label, fmt.Sprint(r.Runs), fmt.Sprintf("%.0f", r.RPS), fmt.Sprintf("%.2f", r.P50), fmt.Sprintf("%.2f", r.P99),
-			fmt.Sprintf("%+.2f", r.AddedP50), fmt.Sprintf("%+.2f", r.AddedP99), fmt.Sprintf("%.0f", r.CPUPerReq), ratio, fmt.Sprintf("%.0f", r.EngineCPU), fmt.Sprint(r.Errors)}
+			fmt.Sprintf("%+.2f", r.AddedP50), fmt.Sprintf("%+.2f", r.AddedP99), o50, o99, ao99,
+			fmt.Sprintf("%.0f", r.CPUPerReq), ratio, fmt.Sprintf("%.0f", r.EngineCPU), fmt.Sprint(r.Errors)}
 	}
 	if markdown {
 		line := func(c []string) {

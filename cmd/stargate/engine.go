@@ -55,6 +55,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the output text")
 	f.StringVar(&listen, "listen", "127.0.0.1:8001", "address to listen on")
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
+	f.BoolVar(&cfg.StampTTFT, "stamp-ttft", false, "precede each stream's first token with an SSE comment giving the engine's own time to it (for bench/proxy.sh)")
 	f.StringVar(&fenceKey, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) that signs idle fences for gateways and checks operators' POST /admin/faults")
 	f.Float64Var(&cfg.Faults.ErrorRate, "fault-error-rate", 0, "operator fault: fail this share of requests with a 500")
 	f.BoolVar(&cfg.Faults.Hang, "fault-hang", false, "operator fault: accept requests and never answer")

@@ -59,6 +59,7 @@ func (w *statusWriter) Flush() {
 
 // handle serves a completion; it reports whether the request reached a worker.
 func (s *Server) handle(w http.ResponseWriter, r *http.Request, chat bool) (submitted bool) {
+	arrived := time.Now()
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	var req openai.Request
 	dec := json.NewDecoder(r.Body)
@@ -143,7 +144,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, chat bool) (subm
 	out := response{chat: chat, id: fmt.Sprintf("%s-%d", prefix, id),
 		created: time.Now().Unix(), model: s.cfg.Model, seed: s.cfg.Seed, promptHash: hashString(all), prompt: prompt}
 	if req.Stream {
-		s.streamOut(w, r, st, &out, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		s.streamOut(w, r, st, &out, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, arrived)
 		return true
 	}
 	for {
@@ -164,7 +165,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, chat bool) (subm
 	}
 }
 
-func (s *Server) streamOut(w http.ResponseWriter, r *http.Request, st *stream, out *response, usage bool) {
+func (s *Server) streamOut(w http.ResponseWriter, r *http.Request, st *stream, out *response, usage bool, arrived time.Time) {
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -173,6 +174,9 @@ func (s *Server) streamOut(w http.ResponseWriter, r *http.Request, st *stream, o
 	for {
 		gen, cached, done := s.read(st)
 		if gen > sent {
+			if sent == 0 && s.cfg.StampTTFT {
+				_, _ = fmt.Fprintf(w, "%s%d\n", TTFTStamp, time.Since(arrived).Microseconds())
+			}
 			if err := writeEvent(w, out.chunk(sent, gen, sent == 0)); err != nil {
 				return
 			}

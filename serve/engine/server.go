@@ -35,7 +35,17 @@ type Config struct {
 	Key auth.Key
 	// Faults are injected from the start (see Faults).
 	Faults Faults
+	// StampTTFT precedes each stream's first content event with an SSE
+	// comment, ": stargate-engine ttft_us=N", the engine's own time from
+	// the request's arrival to that event. A benchmark subtracts it from
+	// the TTFT its client saw to get the time spent outside the engine, per
+	// request. SSE clients skip comment lines.
+	StampTTFT bool
 }
+
+// TTFTStamp starts the SSE comment StampTTFT writes; the microseconds
+// follow it.
+const TTFTStamp = ": stargate-engine ttft_us="
 
 // DefaultModel is the model name a mock engine serves unless told otherwise.
 const DefaultModel = "stargate-mock"

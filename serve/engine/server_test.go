@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -156,6 +157,39 @@ func TestStreamMatchesFullAnswer(t *testing.T) {
 	}
 	if usage == nil || usage.Usage.Completion != 6 {
 		t.Errorf("no usage chunk with 6 completion tokens: %+v", usage)
+	}
+}
+
+// TestStampTTFT: with StampTTFT, the first content event of a stream comes
+// after one SSE comment with the engine's own time to it; the rest of the
+// stream is unchanged.
+func TestStampTTFT(t *testing.T) {
+	_, url := start(t, func(c *Config) { c.StampTTFT = true })
+	body := strings.Replace(chatBody, `"max_tokens":6`, `"max_tokens":6,"stream":true`, 1)
+	t0 := time.Now()
+	_, b := post(t, url+"/v1/chat/completions", body, nil)
+	elapsed := time.Since(t0)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var stamps []int
+	for i, line := range lines {
+		v, ok := strings.CutPrefix(line, TTFTStamp)
+		if !ok {
+			continue
+		}
+		us, err := strconv.Atoi(v)
+		if err != nil || us < 0 || time.Duration(us)*time.Microsecond > elapsed {
+			t.Fatalf("stamp %q: want microseconds within the %v the request took", line, elapsed)
+		}
+		if i+1 >= len(lines) || !strings.Contains(lines[i+1], `"content":"`) {
+			t.Fatalf("the stamp is not followed by the first content event: %q", lines[i+1:])
+		}
+		stamps = append(stamps, us)
+	}
+	if len(stamps) != 1 {
+		t.Fatalf("%d stamps in %q, want 1", len(stamps), b)
+	}
+	if strings.Index(string(b), TTFTStamp) > strings.Index(string(b), `"content":"`) {
+		t.Error("a content event comes before the stamp")
 	}
 }
 
