@@ -59,7 +59,9 @@ type Config struct {
 	// its arrival to its hand-off to the engine (zero when admitted at
 	// once), for in-process measurement (the live overlap study).
 	ObserveQueue func(queued time.Duration)
-	// Transport reaches engines and routers; nil means a pooled default.
+	// Transport reaches engines and routers. Nil means a pooled net/http
+	// default for routers and https engines, and package h1's client for
+	// plain http engines; set, it carries everything.
 	Transport http.RoundTripper
 }
 
