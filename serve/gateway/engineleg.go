@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/serve/h1"
+	"github.com/stargate-llm/stargate/serve/rawio"
 	"github.com/stargate-llm/stargate/serve/wire"
 )
 
@@ -35,10 +36,12 @@ func newEngineLeg(cfg Config, client *http.Client) engineLeg {
 	for _, e := range cfg.Engines {
 		viaHTTP.bases = append(viaHTTP.bases, strings.TrimRight(e, "/"))
 	}
-	if cfg.Transport != nil {
+	if cfg.Transport != nil || !rawio.Supported {
 		return viaHTTP
 	}
-	l := &h1Leg{client: &h1.Client{IdleTimeout: cfg.UpstreamIdleTimeout, MaxIdlePerHost: 1024}}
+	// Kept connections go before uvicorn's (vLLM's, SGLang's) 5 s keep-alive
+	// would close them.
+	l := &h1Leg{client: &h1.Client{IdleTimeout: cfg.UpstreamIdleTimeout, MaxIdlePerHost: 1024, IdleConnTimeout: 4 * time.Second}}
 	for _, e := range viaHTTP.bases {
 		t, err := h1.ParseTarget(e)
 		if err != nil {
@@ -71,48 +74,32 @@ type httpLeg struct {
 func (l *httpLeg) closeIdle() { l.client.CloseIdleConnections() }
 
 func (l *httpLeg) do(ctx context.Context, engine int, req *h1.Request, head func(*h1.Response) error, body func([]byte) error) error {
-	retry, err := l.once(ctx, engine, req, head, body)
-	if retry {
-		// As the h1 client does: a kept connection the engine closed (it
-		// restarted, say) failed before any byte of the answer, and the
-		// others kept are likely closed too. Send on a new one.
-		l.client.CloseIdleConnections()
-		_, err = l.once(ctx, engine, req, head, body)
-	}
-	return err
-}
-
-// once sends req once; it reports whether a retry is in order: the request
-// went on a reused connection that failed before any byte of the answer.
-func (l *httpLeg) once(ctx context.Context, engine int, req *h1.Request, head func(*h1.Response) error, body func([]byte) error) (retry bool, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// The transport may itself send again on a new connection: what counts
 	// is the last connection's story.
-	var sent, reused, answered atomic.Bool
+	var sent atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn:              func(info httptrace.GotConnInfo) { sent.Store(false); reused.Store(info.Reused) },
-		WroteRequest:         func(httptrace.WroteRequestInfo) { sent.Store(true) },
-		GotFirstResponseByte: func() { answered.Store(true) },
+		GotConn:      func(httptrace.GotConnInfo) { sent.Store(false) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) { sent.Store(info.Err == nil) },
 	})
 	up, err := http.NewRequestWithContext(ctx, req.Method, l.bases[engine]+req.Path, bytes.NewReader(req.Body))
 	if err != nil {
-		return false, &h1.NotSentError{Err: err}
+		return &h1.NotSentError{Err: err}
 	}
 	up.Header = req.Header
 	idle := time.AfterFunc(l.idle, func() { cancel(h1.ErrTimeout) })
 	defer idle.Stop()
 	resp, err := l.client.Do(up)
 	if err != nil {
-		retry = reused.Load() && !answered.Load() && context.Cause(ctx) == nil
 		if !sent.Load() {
-			return retry, &h1.NotSentError{Err: lostBecause(ctx, err)}
+			return &h1.NotSentError{Err: lostBecause(ctx, err)}
 		}
-		return retry, lostBecause(ctx, err)
+		return lostBecause(ctx, err)
 	}
 	defer resp.Body.Close()
 	if err := head(&h1.Response{StatusCode: resp.StatusCode, Header: resp.Header}); err != nil {
-		return false, err
+		return err
 	}
 	bp := wire.GetCopyBuffer()
 	defer wire.PutCopyBuffer(bp)
@@ -125,14 +112,14 @@ func (l *httpLeg) once(ctx context.Context, engine int, req *h1.Request, head fu
 			// socket): not the engine's silence, so not on its clock.
 			idle.Stop()
 			if err := body(buf[:n]); err != nil {
-				return false, err
+				return err
 			}
 		}
 		switch {
 		case errors.Is(rerr, io.EOF):
-			return false, nil
+			return nil
 		case rerr != nil:
-			return false, lostBecause(ctx, rerr)
+			return lostBecause(ctx, rerr)
 		}
 	}
 }

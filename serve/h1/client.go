@@ -112,8 +112,9 @@ func (cl *Client) Do(ctx context.Context, t Target, req *Request, head func(*Res
 	if !retry {
 		return err
 	}
-	// The engine closed a kept connection, as it does when it restarts:
-	// the others kept for it are likely closed too. Send on a new one.
+	// The engine closed a kept connection before the request was written
+	// whole, as it does when it restarts: the others kept for it are likely
+	// closed too. Send on a new one.
 	cl.dropIdle(t.addr)
 	if c, err = cl.get(ctx, t); err != nil {
 		return &NotSentError{err}
@@ -123,8 +124,10 @@ func (cl *Client) Do(ctx context.Context, t Target, req *Request, head func(*Res
 }
 
 // once runs one exchange on c, then pools c or closes it, also when a
-// callback panics. It reports whether to send again: a reused connection
-// the engine closed while it sat idle fails before any byte of the answer.
+// callback panics. It reports whether to send again: only when a reused
+// connection failed before the request was written whole, so the engine
+// cannot have run it. A request written whole and then lost is not sent
+// again (the engine may be running it), as net/http does not resend a POST.
 func (cl *Client) once(ctx context.Context, c *conn, t Target, req *Request, head func(*Response) error, body func([]byte) error) (retry bool, err error) {
 	pooled := false
 	defer func() {
@@ -137,7 +140,8 @@ func (cl *Client) once(ctx context.Context, c *conn, t Target, req *Request, hea
 		cl.put(t.addr, c)
 		pooled = true
 	}
-	return err != nil && c.reused && !c.got && ctx.Err() == nil && connGone(err), err
+	var notSent *NotSentError
+	return errors.As(err, &notSent) && c.reused && ctx.Err() == nil && connGone(err), err
 }
 
 // connGone reports whether err is the peer's end of a connection.
@@ -188,24 +192,33 @@ func (cl *Client) get(ctx context.Context, t Target) (*conn, error) {
 		cl.mu.Unlock()
 		return nil, ErrClosed
 	}
-	var stale []*conn
-	list := cl.idle[t.addr]
-	if n := len(list); n > 0 {
+	for {
+		list := cl.idle[t.addr]
+		n := len(list)
+		if n == 0 {
+			break
+		}
 		c := list[n-1]
-		if now.Sub(c.idleSince) < cl.idleTimeout() {
-			list[n-1] = nil
-			cl.idle[t.addr] = list[:n-1]
+		if now.Sub(c.idleSince) >= cl.idleTimeout() {
+			delete(cl.idle, t.addr) // the newest is too old, so all are
 			cl.mu.Unlock()
+			for _, c := range list {
+				_ = c.nc.Close()
+			}
+			cl.mu.Lock()
+			continue
+		}
+		list[n-1] = nil
+		cl.idle[t.addr] = list[:n-1]
+		cl.mu.Unlock()
+		if c.alive() {
 			c.reused = true
 			return c, nil
 		}
-		stale = list // the newest is too old, so all are
-		delete(cl.idle, t.addr)
+		_ = c.nc.Close()
+		cl.mu.Lock()
 	}
 	cl.mu.Unlock()
-	for _, c := range stale {
-		_ = c.nc.Close()
-	}
 	timeout := cl.DialTimeout
 	if timeout == 0 {
 		timeout = 10 * time.Second
@@ -225,6 +238,18 @@ func (cl *Client) get(ctx context.Context, t Target) (*conn, error) {
 		return nil, fmt.Errorf("h1: %s: %w", t.addr, err)
 	}
 	return &conn{nc: tc, rc: rc, buf: make([]byte, bufSize)}, nil
+}
+
+// alive reports whether a pooled connection is still open and silent. The
+// engine may have closed it while it sat idle (uvicorn does after 5 s) or
+// written to it; a request sent on it could then not be told from one the
+// engine read and died on, and stray bytes would be read as its answer.
+func (c *conn) alive() bool {
+	ok := false
+	if err := c.rc.Control(func(fd uintptr) { ok = rawio.Peek(fd) == syscall.EAGAIN }); err != nil {
+		return false
+	}
+	return ok
 }
 
 // put returns c to the pool, closing it if the pool is full or closed.
@@ -281,7 +306,6 @@ type conn struct {
 	wbuf      []byte // the request being written
 	idleSince time.Time
 	reused    bool      // taken from the pool
-	got       bool      // some byte of this exchange's answer arrived
 	drained   bool      // the last read came back short: the socket was empty after it
 	misses    int       // reads that found nothing, over the connection's life
 	active    time.Time // the engine's last byte, or the end of the last callback
@@ -313,7 +337,7 @@ const (
 
 // exchange writes req and reads the answer on c.
 func (c *conn) exchange(ctx context.Context, timeout time.Duration, t Target, req *Request, head func(*Response) error, body func([]byte) error) error {
-	c.got, c.keep, c.r, c.w, c.framing = false, false, 0, 0, framingNone
+	c.keep, c.r, c.w, c.framing = false, 0, 0, framingNone
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
 	defer func() {
 		if !stop() {
@@ -376,6 +400,12 @@ func (c *conn) reusable() bool {
 
 // write sends the request line, the fields and the body in one write.
 func (c *conn) write(t Target, req *Request) error {
+	if !validName(req.Method) {
+		return fmt.Errorf("h1: method %q is not allowed", req.Method)
+	}
+	if req.Path == "" || req.Path[0] != '/' || strings.ContainsFunc(req.Path, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return fmt.Errorf("h1: path %q: want one starting with / and without spaces or control characters", req.Path)
+	}
 	b := append(c.wbuf[:0], req.Method...)
 	b = append(b, ' ')
 	b = append(b, t.prefix...)
@@ -449,8 +479,11 @@ func (c *conn) pump(ctx context.Context, timeout time.Duration, take func() (boo
 		err := c.rc.Read(func(fd uintptr) bool {
 			for {
 				if c.w > c.r {
+					before := c.r
 					done, takeErr = take()
-					c.active = time.Now()
+					if c.r != before { // bytes left over from a partial line do not reset the engine's silence
+						c.active = time.Now()
+					}
 					if done || takeErr != nil {
 						return true
 					}
@@ -485,7 +518,6 @@ func (c *conn) pump(ctx context.Context, timeout time.Duration, take func() (boo
 					readErr = io.EOF
 					return true
 				}
-				c.got = true
 				c.drained = n < len(c.buf)-c.w
 				c.w += n
 				c.active = time.Now()
@@ -520,8 +552,9 @@ func (c *conn) pump(ctx context.Context, timeout time.Duration, take func() (boo
 // learns it from EPOLLRDHUP, which Go's poller keeps to itself. So an engine
 // that closes the connection mid-answer right after its last bytes is
 // noticed within this of its last byte, not after the whole idle timeout.
-// A look costs a read, at most one per this much of a streamed answer.
-const lookAgain = 250 * time.Millisecond
+// A look costs a read, at most one per this much of a streamed answer. (A
+// variable, so that a test can make a lost wake-up show.)
+var lookAgain = 250 * time.Millisecond
 
 // nextLook is the read deadline: the next look, this long after the
 // engine's last byte, or the idle timeout's end if sooner.
@@ -633,16 +666,27 @@ func (c *conn) line() ([]byte, bool) {
 
 // chunkLength reads a chunk's size line: hex digits, then maybe extensions.
 func chunkLength(line []byte) (int64, error) {
-	if i := bytes.IndexByte(line, ';'); i >= 0 {
-		line = line[:i]
+	size := line
+	if i := bytes.IndexByte(size, ';'); i >= 0 {
+		size = bytes.TrimRight(size[:i], " \t") // whitespace may come before the extension
 	}
-	s := strings.Trim(string(line), " \t")
-	if s == "" || len(s) > 15 {
+	if len(size) == 0 || len(size) > 15 {
 		return 0, fmt.Errorf("engine sent a bad chunk size line %q", truncate(line))
 	}
-	n, err := strconv.ParseInt(s, 16, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("engine sent a bad chunk size line %q", truncate(line))
+	var n int64
+	for _, ch := range size {
+		var d byte
+		switch {
+		case '0' <= ch && ch <= '9':
+			d = ch - '0'
+		case 'a' <= ch && ch <= 'f':
+			d = ch - 'a' + 10
+		case 'A' <= ch && ch <= 'F':
+			d = ch - 'A' + 10
+		default:
+			return 0, fmt.Errorf("engine sent a bad chunk size line %q", truncate(line))
+		}
+		n = n<<4 | int64(d)
 	}
 	return n, nil
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/stargate-llm/stargate/internal/poll"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,6 +29,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type engine struct {
 	target   Target
 	accepts  atomic.Int32
+	closed   atomic.Int32 // connections the engine has closed
 	mu       sync.Mutex
 	requests []*http.Request
 	bodies   []string
@@ -57,7 +60,7 @@ func startEngine(t *testing.T, answer func(w net.Conn, n int) (keep bool)) *engi
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer func() { _ = c.Close() }()
+				defer func() { _ = c.Close(); e.closed.Add(1) }()
 				br := bufio.NewReader(c)
 				for {
 					req, err := http.ReadRequest(br)
@@ -151,6 +154,9 @@ func TestAnswers(t *testing.T) {
 		{"two lengths", []string{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok"}, 0, "", "differing Content-Length"},
 		{"bad length", []string{"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok"}, 0, "", "bad Content-Length"},
 		{"bad chunk size", []string{sse + "zz\r\n"}, 200, "", "bad chunk size line"},
+		{"signed chunk size", []string{sse + "+a\r\n0123456789\r\n0\r\n\r\n"}, 200, "", "bad chunk size line"},
+		{"space before chunk size", []string{sse + " a\r\n0123456789\r\n0\r\n\r\n"}, 200, "", "bad chunk size line"},
+		{"space before extension", []string{sse + "a ;x=1\r\n0123456789\r\n0\r\n\r\n"}, 200, "0123456789", ""},
 		{"chunk longer than said", []string{sse + "2\r\nabc\r\n0\r\n\r\n"}, 200, "ab", "longer than its size line"},
 		{"head too large", []string{"HTTP/1.1 200 OK\r\nX: " + strings.Repeat("a", bufSize) + "\r\n\r\n"}, 0, "", "longer than 16384 bytes"},
 		{"closed mid-body", []string{"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf"}, 200, "half", "mid-answer"},
@@ -219,13 +225,22 @@ func TestFieldsThatCannotBeSent(t *testing.T) {
 	e := startEngine(t, func(w net.Conn, _ int) bool { return false })
 	cl := &Client{}
 	defer cl.Close()
-	for _, h := range []http.Header{{"X-A": {"v\r\nInjected: 1"}}, {"Bad Name": {"v"}}, {"": {"v"}}} {
-		err := cl.Do(context.Background(), e.target, &Request{Method: "POST", Path: "/", Header: h},
-			func(*Response) error { return nil }, func([]byte) error { return nil })
+	for _, req := range []*Request{
+		{Method: "POST", Path: "/", Header: http.Header{"X-A": {"v\r\nInjected: 1"}}},
+		{Method: "POST", Path: "/", Header: http.Header{"Bad Name": {"v"}}},
+		{Method: "POST", Path: "/", Header: http.Header{"": {"v"}}},
+		{Method: "POST", Path: "/v1 HTTP/1.1\r\nX: y"},
+		{Method: "POST", Path: "v1/chat"},
+		{Method: "PO ST", Path: "/"},
+	} {
+		err := cl.Do(context.Background(), e.target, req, func(*Response) error { return nil }, func([]byte) error { return nil })
 		var ns *NotSentError
 		if !errors.As(err, &ns) {
-			t.Errorf("fields %q: error %v, want a NotSentError", h, err)
+			t.Errorf("%s %q %q: error %v, want a NotSentError", req.Method, req.Path, req.Header, err)
 		}
+	}
+	if n := e.seen(); n != 0 {
+		t.Errorf("the engine read %d requests, want none", n)
 	}
 }
 
@@ -243,6 +258,7 @@ func TestKeepAlive(t *testing.T) {
 		{"http/1.0", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", 3},
 		{"http/1.0 keep-alive", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok", 1},
 		{"both framings", "HTTP/1.1 200 OK\r\nContent-Length: 9\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", 3},
+		{"http/1.0 chunked", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := startEngine(t, func(w net.Conn, _ int) bool { writeAll(w, tt.answer); return true })
@@ -270,6 +286,9 @@ func TestStaleConnectionRetried(t *testing.T) {
 	cl := &Client{}
 	defer cl.Close()
 	for i := range 3 {
+		// The engine's close must come before the next request (see
+		// TestStaleConnectionsAllDropped).
+		poll.Until(t, time.Second, "the engine to close", func() bool { return e.closed.Load() == int32(i) })
 		if _, body, _, err := fetch(context.Background(), cl, e.target, post("{}")); err != nil || body != "ok" {
 			t.Fatalf("request %d: body %q, error %v", i, body, err)
 		}
@@ -308,8 +327,64 @@ func TestStaleConnectionsAllDropped(t *testing.T) {
 	if kept != 2 {
 		t.Fatalf("%d connections kept, want 2", kept)
 	}
+	// A close that crosses the next request is a race no client wins: the
+	// test is about closes that came before it.
+	poll.Until(t, time.Second, "the engine to close both", func() bool { return e.closed.Load() == 2 })
 	if _, body, _, err := fetch(context.Background(), cl, e.target, post("{}")); err != nil || body != "ok" {
 		t.Fatalf("after the engine closed both: body %q, error %v", body, err)
+	}
+}
+
+// TestWrittenRequestNotResent: a request written whole on a kept connection
+// that the engine then drops is not sent again (the engine may be running
+// it), and is not reported as unsent.
+func TestWrittenRequestNotResent(t *testing.T) {
+	e := startEngine(t, func(w net.Conn, n int) bool {
+		if n == 2 {
+			return false // read the second request, then die without answering
+		}
+		writeAll(w, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	cl := &Client{}
+	defer cl.Close()
+	if _, body, _, err := fetch(context.Background(), cl, e.target, post("{}")); err != nil || body != "ok" {
+		t.Fatalf("first request: body %q, error %v", body, err)
+	}
+	_, _, _, err := fetch(context.Background(), cl, e.target, post("{}"))
+	var ns *NotSentError
+	if err == nil || errors.As(err, &ns) {
+		t.Errorf("error %v, want a lost connection after the request was sent", err)
+	}
+	if n, a := e.seen(), e.accepts.Load(); n != 2 || a != 1 {
+		t.Errorf("engine read %d requests on %d connections, want 2 on 1", n, a)
+	}
+}
+
+// TestIdleConnectionThatSpoke: bytes an engine sends on a kept connection
+// between requests are not read as the next answer; the connection is
+// dropped for a new one.
+func TestIdleConnectionThatSpoke(t *testing.T) {
+	e := startEngine(t, func(w net.Conn, n int) bool {
+		writeAll(w, fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n%02d", n))
+		if n == 1 { // after the client has kept the connection
+			time.Sleep(10 * time.Millisecond)
+			writeAll(w, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+		}
+		return true
+	})
+	cl := &Client{}
+	defer cl.Close()
+	for i, want := range []string{"01", "02"} {
+		if i == 1 {
+			time.Sleep(40 * time.Millisecond) // the stray answer arrives
+		}
+		if status, body, _, err := fetch(context.Background(), cl, e.target, post("{}")); err != nil || status != 200 || body != want {
+			t.Fatalf("request %d: status %d body %q error %v, want 200 %q", i, status, body, err, want)
+		}
+	}
+	if a := e.accepts.Load(); a != 2 {
+		t.Errorf("%d connections, want 2: the one that spoke out of turn is dropped", a)
 	}
 }
 
@@ -353,6 +428,27 @@ func TestIdleTimeout(t *testing.T) {
 		}
 		if d := time.Since(start); d > 3*timeout {
 			t.Errorf("timed out after %v, want about %v", d, timeout)
+		}
+	})
+	t.Run("partial line", func(t *testing.T) {
+		// Leftover bytes of a line cut short are looked at again at each
+		// look (lookAgain); that is not the engine speaking.
+		for name, sent := range map[string]string{
+			"head":       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n",
+			"chunk line": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n1",
+		} {
+			t.Run(name, func(t *testing.T) {
+				stop := make(chan struct{})
+				e := startEngine(t, func(w net.Conn, _ int) bool { writeAll(w, sent); <-stop; return false })
+				defer close(stop)
+				cl := &Client{IdleTimeout: 2*lookAgain + lookAgain/2}
+				defer cl.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*lookAgain)
+				defer cancel()
+				if _, _, _, err := fetch(ctx, cl, e.target, post("{}")); !errors.Is(err, ErrTimeout) {
+					t.Errorf("error %v, want ErrTimeout", err)
+				}
+			})
 		}
 	})
 	t.Run("slow callback", func(t *testing.T) {
@@ -440,6 +536,8 @@ func TestCallbackError(t *testing.T) {
 // timeout.
 func TestNoWakeUpLost(t *testing.T) {
 	const events = 400
+	defer func(d time.Duration) { lookAgain = d }(lookAgain)
+	lookAgain = time.Hour // no look may rescue a lost wake-up
 	e := startEngine(t, func(w net.Conn, n int) bool {
 		rng := rand.New(rand.NewPCG(uint64(n), 7))
 		bw := bufio.NewWriter(w)

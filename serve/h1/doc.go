@@ -23,8 +23,15 @@
 // it cannot reach this way (https, a custom transport).
 //
 // A connection goes back to the pool only after its answer has been read to
-// the end and the engine did not ask to close it. A request that fails on a
-// reused connection before any byte of the answer arrives is sent once more
-// on a new one, as net/http does: the engine most likely closed the idle
-// connection before it read the request.
+// the end and the engine did not ask to close it. Before a kept connection
+// is used again, a peek (recv with MSG_PEEK) checks that the engine has
+// neither closed it nor written to it meanwhile; uvicorn, which serves vLLM
+// and SGLang, closes idle connections after 5 s. A request is sent once
+// more on a new connection only if a kept one failed before the request
+// was written whole: one written whole and then lost may be running on the
+// engine, and is reported, not resent (net/http does not resend a POST
+// either).
+//
+// The socket calls are package rawio's. Where rawio is not supported (not
+// a Unix system) the gateway does not use this client.
 package h1

@@ -104,8 +104,10 @@ func (c *conn) frame(method, proto string, resp *Response) error {
 		if te := strings.Join(h["Transfer-Encoding"], ","); !strings.EqualFold(strings.TrimSpace(te), "chunked") {
 			return fmt.Errorf("engine used transfer coding %q; this client decodes chunked only", te)
 		}
-		if len(h["Content-Length"]) > 0 {
-			c.keep = false // both framings: chunked wins, and the connection closes after (RFC 9112, 6.3)
+		if len(h["Content-Length"]) > 0 || proto == "HTTP/1.0" {
+			// Both framings, or chunked from an HTTP/1.0 server: read it
+			// chunked and close the connection after (RFC 9112, 6.1 and 6.3).
+			c.keep = false
 		}
 		c.framing = framingChunked
 		return nil

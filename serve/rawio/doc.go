@@ -17,6 +17,11 @@
 // net.Conn's behaviour: deadlines, Close from another goroutine, io.EOF,
 // errors as *net.OpError. Listener wraps the connections it accepts, so an
 // http.Server over it serves with them (and a connection it hands over on
-// Hijack is one). Read and Write are the bare calls, for code that already
-// runs inside syscall.RawConn's Read or Write (package h1).
+// Hijack is one). Read, Write and Peek are the bare calls, for code that
+// already runs inside syscall.RawConn's Read, Write or Control (package h1).
+//
+// The raw calls are Linux's. Other Unix systems, and race-detector builds
+// (whose annotations on the buffers syscall's own calls carry), use
+// syscall.Read and syscall.Write the same way. Elsewhere Supported is false
+// and Wrap, Listener and Dialer leave connections as they are.
 package rawio

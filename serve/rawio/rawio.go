@@ -7,20 +7,7 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
 )
-
-// Read makes one read(2) on fd into p, which must not be empty.
-func Read(fd uintptr, p []byte) (int, syscall.Errno) {
-	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	return int(n), errno
-}
-
-// Write makes one write(2) on fd from p, which must not be empty.
-func Write(fd uintptr, p []byte) (int, syscall.Errno) {
-	n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	return int(n), errno
-}
 
 // WriteAll writes all of p inside one syscall.RawConn.Write, waiting on the
 // poller while the socket's buffer is full.
@@ -58,7 +45,7 @@ type Conn struct {
 // Wrap returns c as a *Conn if it is a TCP connection, else c itself.
 func Wrap(c net.Conn) net.Conn {
 	tc, ok := c.(*net.TCPConn)
-	if !ok {
+	if !ok || !Supported {
 		return c
 	}
 	rc, err := tc.SyscallConn()
