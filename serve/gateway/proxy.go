@@ -198,9 +198,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 	if v := r.Header.Get("X-Session-ID"); v != "" {
 		up.Header.Set("X-Session-ID", v)
 	}
-	eng := worker // one engine URL per worker
-	if len(s.cfg.Engines) == 1 {
-		eng = 0 // one engine for all workers, told which in a field
+	eng := s.engineOf(worker)
+	if len(s.cfg.Engines) == 1 { // the one engine of all workers is told which
 		up.Header.Set(engine.HeaderWorker, strconv.Itoa(worker))
 	}
 	var status int
@@ -299,14 +298,18 @@ func (s *Server) learnLimit(limit int) {
 	}
 }
 
-// engineURL is where worker's requests go: its own URL, or the one engine
-// URL of all workers (which then needs the worker named in a header).
-func (s *Server) engineURL(worker int) string {
+// engineOf is the index in the config's Engines of the engine that serves
+// worker: its own, or the one engine of all workers (which then needs the
+// worker named in a header).
+func (s *Server) engineOf(worker int) int {
 	if len(s.cfg.Engines) > 1 {
-		return s.cfg.Engines[worker]
+		return worker
 	}
-	return s.cfg.Engines[0]
+	return 0
 }
+
+// engineURL is where worker's requests go.
+func (s *Server) engineURL(worker int) string { return s.cfg.Engines[s.engineOf(worker)] }
 
 // routerIndex maps a router's name to its index in the core's Received
 // counts. Called with mu held.

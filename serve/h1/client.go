@@ -47,9 +47,6 @@ func ParseTarget(base string) (Target, error) {
 	return Target{addr: net.JoinHostPort(u.Hostname(), port), host: u.Host, prefix: strings.TrimRight(u.EscapedPath(), "/")}, nil
 }
 
-// String is the target's base URL.
-func (t Target) String() string { return "http://" + t.host + t.prefix }
-
 // Request is one request to an engine.
 type Request struct {
 	Method string
@@ -156,7 +153,12 @@ func (cl *Client) dropIdle(addr string) {
 	list := cl.idle[addr]
 	delete(cl.idle, addr)
 	cl.mu.Unlock()
-	for _, c := range list {
+	closeAll(list)
+}
+
+// closeAll closes conns.
+func closeAll(conns []*conn) {
+	for _, c := range conns {
 		_ = c.nc.Close()
 	}
 }
@@ -169,9 +171,7 @@ func (cl *Client) CloseIdleConnections() {
 	cl.idle = nil
 	cl.mu.Unlock()
 	for _, list := range idle {
-		for _, c := range list {
-			_ = c.nc.Close()
-		}
+		closeAll(list)
 	}
 }
 
@@ -202,9 +202,7 @@ func (cl *Client) get(ctx context.Context, t Target) (*conn, error) {
 		if now.Sub(c.idleSince) >= cl.idleTimeout() {
 			delete(cl.idle, t.addr) // the newest is too old, so all are
 			cl.mu.Unlock()
-			for _, c := range list {
-				_ = c.nc.Close()
-			}
+			closeAll(list)
 			cl.mu.Lock()
 			continue
 		}
@@ -281,9 +279,7 @@ func (cl *Client) put(addr string, c *conn) {
 		cl.idle[addr] = list
 	}
 	cl.mu.Unlock()
-	for _, d := range drop {
-		_ = d.nc.Close()
-	}
+	closeAll(drop)
 }
 
 func (cl *Client) idleTimeout() time.Duration {
@@ -393,9 +389,10 @@ func (c *conn) exchange(ctx context.Context, timeout time.Duration, t Target, re
 
 var aLongTimeAgo = time.Unix(1, 0)
 
-// reusable reports whether the connection may carry another request.
+// reusable reports whether the connection may carry another request (an
+// answer framed by the connection's end never allows it: see frame).
 func (c *conn) reusable() bool {
-	return c.keep && !c.cancelled && c.r == c.w && c.framing != framingClose
+	return c.keep && !c.cancelled && c.r == c.w
 }
 
 // write sends the request line, the fields and the body in one write.
@@ -505,8 +502,6 @@ func (c *conn) pump(ctx context.Context, timeout time.Duration, take func() (boo
 				n, errno := rawio.Read(fd, c.buf[c.w:])
 				switch errno {
 				case 0:
-				case syscall.EINTR:
-					continue
 				case syscall.EAGAIN:
 					c.misses++
 					return false

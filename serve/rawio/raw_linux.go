@@ -12,14 +12,12 @@ import (
 // are.
 const Supported = true
 
-// Read makes one read(2) on fd into p, which must not be empty.
-func Read(fd uintptr, p []byte) (int, syscall.Errno) {
+func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
 	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
 	return int(n), errno
 }
 
-// Write makes one write(2) on fd from p, which must not be empty.
-func Write(fd uintptr, p []byte) (int, syscall.Errno) {
+func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
 	n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
 	return int(n), errno
 }

@@ -9,11 +9,9 @@ import "syscall"
 // connections as they are, and the calls below fail.
 const Supported = false
 
-// Read is not available here.
-func Read(uintptr, []byte) (int, syscall.Errno) { return 0, syscall.EINVAL }
+func sysRead(uintptr, []byte) (int, syscall.Errno) { return 0, syscall.EINVAL }
 
-// Write is not available here.
-func Write(uintptr, []byte) (int, syscall.Errno) { return 0, syscall.EINVAL }
+func sysWrite(uintptr, []byte) (int, syscall.Errno) { return 0, syscall.EINVAL }
 
 // Peek is not available here.
 func Peek(uintptr) syscall.Errno { return syscall.EINVAL }

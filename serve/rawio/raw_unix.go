@@ -13,14 +13,12 @@ import (
 // annotations so that it sees races on the buffers.
 const Supported = true
 
-// Read makes one read(2) on fd into p, which must not be empty.
-func Read(fd uintptr, p []byte) (int, syscall.Errno) {
+func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
 	n, err := syscall.Read(int(fd), p)
 	return max(n, 0), errno(err)
 }
 
-// Write makes one write(2) on fd from p, which must not be empty.
-func Write(fd uintptr, p []byte) (int, syscall.Errno) {
+func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
 	n, err := syscall.Write(int(fd), p)
 	return max(n, 0), errno(err)
 }

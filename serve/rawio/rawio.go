@@ -9,6 +9,26 @@ import (
 	"syscall"
 )
 
+// Read makes one read(2) on fd into p, which must not be empty, again if a
+// signal interrupted it.
+func Read(fd uintptr, p []byte) (int, syscall.Errno) {
+	for {
+		if n, errno := sysRead(fd, p); errno != syscall.EINTR {
+			return n, errno
+		}
+	}
+}
+
+// Write makes one write(2) on fd from p, which must not be empty, again if a
+// signal interrupted it.
+func Write(fd uintptr, p []byte) (int, syscall.Errno) {
+	for {
+		if n, errno := sysWrite(fd, p); errno != syscall.EINTR {
+			return n, errno
+		}
+	}
+}
+
 // WriteAll writes all of p inside one syscall.RawConn.Write, waiting on the
 // poller while the socket's buffer is full.
 func WriteAll(rc syscall.RawConn, p []byte) (int, error) {
@@ -20,7 +40,6 @@ func WriteAll(rc syscall.RawConn, p []byte) (int, error) {
 			switch e {
 			case 0:
 				written += n
-			case syscall.EINTR:
 			case syscall.EAGAIN:
 				return false
 			default:
@@ -64,16 +83,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 	var n int
 	var errno syscall.Errno
 	err := c.rc.Read(func(fd uintptr) bool {
-		for {
-			n, errno = Read(fd, p)
-			switch errno {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false
-			}
-			return true
-		}
+		n, errno = Read(fd, p)
+		return errno != syscall.EAGAIN
 	})
 	switch {
 	case err != nil:
