@@ -105,10 +105,7 @@ func TestOptimizeMeetsTargetAndNextSmallerDoesNot(t *testing.T) {
 }
 
 func TestTraceWorkloadReplaysWithReuse(t *testing.T) {
-	f, err := os.Open(filepath.Join("..", "..", "shared", "traces", "mooncake", "synthetic_trace.jsonl"))
-	if os.IsNotExist(err) {
-		t.Skip("the shared Mooncake traces sit beside the clone")
-	}
+	f, err := os.Open(filepath.Join("..", "traces", "mooncake", "synthetic_trace.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

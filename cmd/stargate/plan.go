@@ -301,7 +301,7 @@ func newPlanOptimizeCmd() *cobra.Command {
 		Use:   "optimize",
 		Short: "Rank pool layouts by hourly cost and verify the cheapest with the DES",
 		Example: `  stargate plan optimize --cdf examples/plan/chat-cdf.json --lam 20 --slo 2s
-  stargate plan optimize --trace ../shared/traces/mooncake/conversation_trace.jsonl --slo 3s --profile h100-llama3.1-8b,a100-llama3.1-8b`,
+  stargate plan optimize --trace traces/mooncake/conversation_trace.jsonl --slo 3s --profile h100-llama3.1-8b,a100-llama3.1-8b`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pl, err := f.planner(cmd)
@@ -538,7 +538,7 @@ func newPlanCompareCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compare-routers",
 		Short: "Run the DES of one fleet with each placement policy inside its pools",
-		Example: `  stargate plan compare-routers --trace ../shared/traces/mooncake/conversation_trace.jsonl --measure 600s \
+		Example: `  stargate plan compare-routers --trace traces/mooncake/conversation_trace.jsonl --measure 600s \
     --pools all:h100-llama3.1-8b:200000:4 --policies least-request,round-robin,pulsar-waw`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

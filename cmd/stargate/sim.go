@@ -46,7 +46,7 @@ defaults to the rest of the trace. --rps is then unused.`,
 		Example: `  stargate sim --fleet hetero --policy waw,pulsar-waw --rps 450
   stargate sim --fleet examples/homo.yaml --rps 450,550 --seed 1,2,3 --format json
   stargate sim --fleet three-site --class baseline_mixed,very_long --policy round-robin,least-request --rps 5 --warmup 30s --measure 45s --cooldown 15s
-  stargate sim --fleet examples/plan/trace-fleet.yaml --trace ../shared/traces/mooncake/conversation_trace.jsonl --policy least-request,pulsar-waw --warmup 300s`,
+  stargate sim --fleet examples/plan/trace-fleet.yaml --trace traces/mooncake/conversation_trace.jsonl --policy least-request,pulsar-waw --warmup 300s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg := policy.NewRegistry()
