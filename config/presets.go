@@ -58,11 +58,11 @@ func smallFleet() *Fleet {
 }
 
 // threeSite is the SLO matrix's default fleet: three sites, nine GPUs, each
-// GPU its own backend (one engine behind one gateway, as the Solyx paper's
+// GPU its own backend (one engine behind one gateway, as the Solyx AI Grid paper's
 // nine cells), two routers per site. Two sites run the newer GPU generation
 // (the full profile, twice the speed and KV of half), the third the older
 // one. Round trips are those between data centres a few hundred km apart on
-// the US east coast, like the paper's three sites.
+// the US east coast, like the Solyx AI Grid paper's three sites.
 func threeSite() *Fleet {
 	f := defaultFleet()
 	f.Name = "three-site"

@@ -31,7 +31,7 @@
 // and is rejected as overloaded if there is none. After MaxWait in total it is
 // rejected as overloaded. It never overflows to a backend without a free slot.
 //
-// Weights. DESIGN's reading takes w_b from each gateway's measured maximum
+// Weights. A first reading of pulsar-waw took w_b from each gateway's measured maximum
 // input tokens/s. We found that weight unstable and default to the backend's
 // configured capacity (25 x workers) instead (Params.Weight = "capacity"). A
 // backend that is not saturated measures its offered load, not its capacity,

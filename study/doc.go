@@ -23,7 +23,7 @@
 // dispatch rate; for telemetry-loss, the time to the first report without
 // hardware signals; for burst, the routing reaction p95: over the bursts, the
 // time from a burst's onset to the first change of any router's policy
-// weights (the paper's "time from burst onset to routing weight
+// weights (the Solyx AI Grid paper's "time from burst onset to routing weight
 // adjustment"), for policies whose weights move (pressure; the others keep
 // none, and show none). Time to recover is the time until every later 5 s bin
 // has success >= 99% and p95 TTFT <= 1.5 x the pre-fault p95 + 0.25 s. Cells
@@ -33,7 +33,7 @@
 // every spec on a live in-process fleet at LiveScale, one at a time, with
 // the faults applied to the running services at the onset, and runs each
 // spec's simulator twin at the same scale; the report keeps the two apart
-// (PhaseMetrics.Mode) and checks the issue's targets (long-prompt success,
+// (PhaseMetrics.Mode) and checks the resilience targets (long-prompt success,
 // reroute p99, breaches and thermal lead time, besides the figures above) on
 // each mode's runs. The reroute time (failover) is, for each turn the kill
 // caught, the time from when it was caught to the dispatch to another
@@ -48,7 +48,7 @@
 // found by bisection (SustainableRate) as the Solyx AI Grid paper does
 // (sections 5.3-5.4, appendix A). Each step runs the class's open loop for
 // 30 s of warm-up, 45 s measured and 15 s of cool-down; the turns sent in
-// the measured window are the sample. Our reading of the paper's "cool-down
+// the measured window are the sample. Our reading of the Solyx AI Grid paper's "cool-down
 // excluded from numerator and denominator": a turn still running when the
 // cool-down ends counts in neither the success rate's numerator nor its
 // denominator; but if it has no first token yet it enters the P95 TTFT at

@@ -69,7 +69,7 @@ type Phase struct {
 	Describe string
 }
 
-// ResiliencePhases are the paper's seven phases as this study defines them.
+// ResiliencePhases are the Solyx AI Grid paper's seven phases as this study defines them.
 func ResiliencePhases() []Phase {
 	all := []int{0, 1, 2, 3, 4, 5, 6, 7, 8}
 	return []Phase{
@@ -86,7 +86,7 @@ func ResiliencePhases() []Phase {
 				return []sim.Fault{{Kind: sim.FaultKill, Backends: []int{faultyBackend}, At: at}}
 			}},
 		{Name: "wan-jitter", Faulty: westSite, Extra: []string{PressureNoNet},
-			Describe: "the path to the west site's three backends gains an exponential delay of mean 20 ms each way (the paper's 20 ms jitter induction)",
+			Describe: "the path to the west site's three backends gains an exponential delay of mean 20 ms each way (the Solyx AI Grid paper's 20 ms jitter induction)",
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultPath, Backends: westSite, At: at, Jitter: 20 * time.Millisecond}}
 			}},
@@ -96,7 +96,7 @@ func ResiliencePhases() []Phase {
 				return []sim.Fault{{Kind: sim.FaultExporter, Backends: all, At: at}}
 			}},
 		{Name: "burst",
-			Describe: "50 new sessions arrive at once at the onset and every 30 s after it (the paper's 50-request bursts every 30 s)",
+			Describe: "50 new sessions arrive at once at the onset and every 30 s after it (the Solyx AI Grid paper's 50-request bursts every 30 s)",
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultBurst, At: at, Every: 30 * time.Second, Count: 50}}
 			}},
@@ -221,7 +221,7 @@ type ResilienceOptions struct {
 // quarter of the rate, 11.25 req/s, which two cores can serve in-process.
 const LiveScale = 0.25
 
-// LivePolicies are the live study's arms: the issue's three.
+// LivePolicies are the live study's arms: pressure, least-request and round-robin.
 var LivePolicies = []string{"pressure", "least-request", "round-robin"}
 
 // ErrBadOptions marks options the study cannot run with.
@@ -367,7 +367,7 @@ type PhaseMetrics struct {
 	// could not serve them (killed, hung, or over its context limit).
 	Misroutes int `json:"misroutes"`
 	// LeakPct is misroutes over the dispatches of requests longer than the
-	// phase's limit (capability phase; the paper's leak rate).
+	// phase's limit (capability phase; the Solyx AI Grid paper's leak rate).
 	LeakPct float64 `json:"leak_pct"`
 	// DetectS is the time to detect (see the package documentation); -1
 	// when the phase has nothing to detect, and the whole measured span when
@@ -386,7 +386,7 @@ type PhaseMetrics struct {
 	// phase: prompts over the limit less the workload's longest output).
 	LongSuccessPct float64 `json:"long_success_pct"`
 	LongTurns      int     `json:"long_turns"`
-	// Reroute* are the failover phase's reroute times (the paper's "time
+	// Reroute* are the failover phase's reroute times (the Solyx AI Grid paper's "time
 	// for traffic to be successfully rerouted to a healthy endpoint"), over
 	// the turns the kill caught: those in flight on the killed backend at
 	// the kill and those sent there after it. A turn's reroute time runs

@@ -7,11 +7,11 @@ import (
 	"github.com/stargate-llm/stargate/config"
 )
 
-// ResilienceFleet is the resilience study's fleet, shaped after the paper's
+// ResilienceFleet is the resilience study's fleet, shaped after the Solyx AI Grid paper's
 // second campaign: three sites (east, central, west) of three backends each,
 // one router per site, round trips of 20 ms (east-central), 40 ms
 // (central-west) and 60 ms (east-west). Each backend has 4 GPUs of the
-// half-scale engine (the paper had one GPU per cell; four keep a cell's
+// half-scale engine (the Solyx AI Grid paper had one GPU per cell; four keep a cell's
 // queueing like a real multi-GPU replica's while the fleet stays small).
 // Backend indices: east 0-2, central 3-5, west 6-8.
 func ResilienceFleet() *config.Fleet {

@@ -176,7 +176,7 @@ func (r *ResilienceResults) Table() report.Table {
 	return t
 }
 
-// Criterion is one of the issue's acceptance checks, evaluated.
+// Criterion is one of the resilience study's acceptance checks, evaluated.
 type Criterion struct {
 	Mode   string `json:"mode,omitempty"`
 	Phase  string `json:"phase"`
@@ -191,7 +191,7 @@ type Criterion struct {
 // capability, failover, thermal and telemetry-loss phases by more than the
 // intervals (pressure's upper end below the best baseline's lower end).
 //
-// Then the issue's targets, on pressure's means: leak rate at most 0.1% and
+// Then the resilience targets, on pressure's means: leak rate at most 0.1% and
 // long-prompt success at least 99.9% (capability); reroute p99 at most
 // 600 ms and success at least 99.9% (failover); success at least 99.95% and
 // fallback within 1 s in every replicate (telemetry-loss); a positive lead
@@ -209,7 +209,7 @@ func (r *ResilienceResults) Criteria() []Criterion {
 	return out
 }
 
-// targets checks the issue's absolute targets on pressure's cells.
+// targets checks the resilience study's absolute targets on pressure's cells.
 func (r *ResilienceResults) targets() []Criterion {
 	cells := r.Cells()
 	var out []Criterion
@@ -322,7 +322,7 @@ func findCell(cells []PhaseCell, phase, policy string) *PhaseCell {
 	return nil
 }
 
-// PaperComparison sets the study's figures beside the paper's headline
+// PaperComparison sets the study's figures beside the Solyx AI Grid paper's headline
 // figures for the same phases, in words.
 func (r *ResilienceResults) PaperComparison() []string {
 	var out []string
@@ -338,22 +338,22 @@ func (r *ResilienceResults) paperComparison() []string {
 	cells := r.Cells()
 	var out []string
 	if p, rr, lr := findCell(cells, "capability", "pressure"), findCell(cells, "capability", "round-robin"), findCell(cells, "capability", "least-request"); p != nil && rr != nil && lr != nil {
-		out = append(out, fmt.Sprintf("Capability mismatch: leak rate pressure %.2f%%, round-robin %.2f%%, least-request %.2f%% (paper: Solyx 0.43%%, round-robin 32.11%%, least-request 28.71%%); success pressure %.2f%%, round-robin %.2f%%, least-request %.2f%% (paper, long prompts only: 99.57%%, 67.89%%, 71.29%%).",
+		out = append(out, fmt.Sprintf("Capability mismatch: leak rate pressure %.2f%%, round-robin %.2f%%, least-request %.2f%% (Solyx AI Grid paper: Solyx 0.43%%, round-robin 32.11%%, least-request 28.71%%); success pressure %.2f%%, round-robin %.2f%%, least-request %.2f%% (Solyx AI Grid paper, long prompts only: 99.57%%, 67.89%%, 71.29%%).",
 			p.Leak.Mean, rr.Leak.Mean, lr.Leak.Mean, p.Success.Mean, rr.Success.Mean, lr.Success.Mean))
 	}
 	if p, rr, lr := findCell(cells, "failover", "pressure"), findCell(cells, "failover", "round-robin"), findCell(cells, "failover", "least-request"); p != nil && rr != nil && lr != nil {
-		out = append(out, fmt.Sprintf("Failover: post-kill success pressure %.2f%%, least-request %.2f%%, round-robin %.2f%% (paper: 99.76%%, 98.81%%, 94.12%%); reroute p99 pressure %.0f ms, least-request %.0f ms, round-robin %.0f ms (paper: 1,247, 2,104 and 4,226 ms); routers marked the killed backend Failed %.2f s after the kill (mean; the heartbeat interval is 0.5 s).",
+		out = append(out, fmt.Sprintf("Failover: post-kill success pressure %.2f%%, least-request %.2f%%, round-robin %.2f%% (Solyx AI Grid paper: 99.76%%, 98.81%%, 94.12%%); reroute p99 pressure %.0f ms, least-request %.0f ms, round-robin %.0f ms (Solyx AI Grid paper: 1,247, 2,104 and 4,226 ms); routers marked the killed backend Failed %.2f s after the kill (mean; the heartbeat interval is 0.5 s).",
 			p.Success.Mean, lr.Success.Mean, rr.Success.Mean, 1000*p.RerouteP99.Mean, 1000*lr.RerouteP99.Mean, 1000*rr.RerouteP99.Mean, p.RouterDetect.Mean))
 	}
 	if p := findCell(cells, "telemetry-loss", "pressure"); p != nil {
-		out = append(out, fmt.Sprintf("Telemetry loss: success pressure %.2f%% (paper: 99.90%%); fallback reported %.2f s after the exporters died (paper: 0.82 s).", p.Success.Mean, p.Detect.Mean))
+		out = append(out, fmt.Sprintf("Telemetry loss: success pressure %.2f%% (Solyx AI Grid paper: 99.90%%); fallback reported %.2f s after the exporters died (Solyx AI Grid paper: 0.82 s).", p.Success.Mean, p.Detect.Mean))
 	}
 	if p, lr, rr := findCell(cells, "burst", "pressure"), findCell(cells, "burst", "least-request"), findCell(cells, "burst", "round-robin"); p != nil && lr != nil && rr != nil {
 		react := "no weight change recorded"
 		if p.HasDetect {
 			react = fmt.Sprintf("%.0f ms (%d of %d replicates reacted to every burst)", 1000*p.Detect.Mean, p.Detected, p.Detect.N)
 		}
-		out = append(out, fmt.Sprintf("Burst: success pressure %.2f%%, least-request %.2f%%, round-robin %.2f%% (paper: 99.43%%, 95.21%%, 81.27%%); routing reaction p95 pressure %s (paper: Solyx 482 ms; least-request and round-robin keep no weights here).",
+		out = append(out, fmt.Sprintf("Burst: success pressure %.2f%%, least-request %.2f%%, round-robin %.2f%% (Solyx AI Grid paper: 99.43%%, 95.21%%, 81.27%%); routing reaction p95 pressure %s (Solyx AI Grid paper: Solyx 482 ms; least-request and round-robin keep no weights here).",
 			p.Success.Mean, lr.Success.Mean, rr.Success.Mean, react))
 	}
 	if p, rr := findCell(cells, "wan-jitter", "pressure"), findCell(cells, "wan-jitter", "round-robin"); p != nil && rr != nil && rr.P95.Mean > 0 {
@@ -361,11 +361,11 @@ func (r *ResilienceResults) paperComparison() []string {
 		if nn := findCell(cells, "wan-jitter", PressureNoNet); nn != nil {
 			noNet = fmt.Sprintf(", without the network signals (%s) %.3f s", PressureNoNet, nn.P95.Mean)
 		}
-		out = append(out, fmt.Sprintf("WAN jitter: TTFT p95 pressure %.3f s%s, round-robin %.3f s (pressure %+.1f%% against round-robin; paper, 20 ms jitter: Solyx 1,142 ms vs round-robin 1,971 ms, -42%%).",
+		out = append(out, fmt.Sprintf("WAN jitter: TTFT p95 pressure %.3f s%s, round-robin %.3f s (pressure %+.1f%% against round-robin; Solyx AI Grid paper, 20 ms jitter: Solyx 1,142 ms vs round-robin 1,971 ms, -42%%).",
 			p.P95.Mean, noNet, rr.P95.Mean, 100*(p.P95.Mean/rr.P95.Mean-1)))
 	}
 	if p, pw := findCell(cells, "thermal", "pressure"), findCell(cells, "thermal", "pulsar-waw"); p != nil && pw != nil {
-		out = append(out, fmt.Sprintf("Thermal: pressure halved the hot backend's dispatch rate %.1f s after the onset (%d of %d replicates; the clock starts to throttle at 10 s); TTFT p95 pressure %.3f s vs pulsar-waw %.3f s (paper: hardware signals lead SLO breach by 11.2 s on average).",
+		out = append(out, fmt.Sprintf("Thermal: pressure halved the hot backend's dispatch rate %.1f s after the onset (%d of %d replicates; the clock starts to throttle at 10 s); TTFT p95 pressure %.3f s vs pulsar-waw %.3f s (Solyx AI Grid paper: hardware signals lead SLO breach by 11.2 s on average).",
 			p.Detect.Mean, p.Detected, p.Detect.N, p.P95.Mean, pw.P95.Mean))
 	}
 	return out
@@ -409,7 +409,7 @@ func (r *ResilienceResults) WriteHTML(w io.Writer) error {
 		ct.Rows = append(ct.Rows, []string{modeLabel(c.Mode) + c.Phase, c.What, c.Result, c.Detail})
 	}
 	p.Table(ct)
-	p.Heading("Against the paper")
+	p.Heading("Against the Solyx AI Grid paper")
 	for _, s := range r.PaperComparison() {
 		p.Paragraph(s)
 	}

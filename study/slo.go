@@ -25,7 +25,7 @@ type Windows struct {
 	Cooldown time.Duration `json:"cooldown"`
 }
 
-// DefaultWindows are the Solyx paper's step: 30 s of warm-up, 45 s measured
+// DefaultWindows are the Solyx AI Grid paper's step: 30 s of warm-up, 45 s measured
 // and 15 s of cool-down.
 func DefaultWindows() Windows {
 	return Windows{Warmup: 30 * time.Second, Measure: 45 * time.Second, Cooldown: 15 * time.Second}

@@ -30,7 +30,7 @@ var SLOPolicies = []string{"round-robin", "least-request", "power-of-two", "waw"
 var QuickClasses = []string{"baseline_mixed", "multiturn"}
 
 // Target is the ratio to round-robin the SLO matrix checks at tier 2: the
-// Solyx paper's best (its range was 1.56-1.75x).
+// Solyx AI Grid paper's best (its range was 1.56-1.75x).
 const Target = 1.75
 
 // SLOMatrixOptions choose what the SLO matrix measures. Zero values take
@@ -408,7 +408,7 @@ func (m *SLOMatrix) Rows() []Row {
 	return rows
 }
 
-// Table is the matrix in the paper's shape: class, tier and SLO, each
+// Table is the matrix in the Solyx AI Grid paper's shape: class, tier and SLO, each
 // policy's sustainable rate (median over replicates, req/s), the best
 // policy's ratio to round-robin and the fleet's CapacityRatio for the
 // class. A rate marked * rests on fewer than MinSamples turns.

@@ -22,7 +22,7 @@ type Weights [NumSignals]float64
 // weight: pressure should spread load, not starve a busy backend. Errors and
 // heat are not load: a failing or overheating backend should lose its
 // traffic however idle it looks, and an error answered fast must never make a
-// backend look idle (the failure of least-request the paper describes).
+// backend look idle (the failure of least-request the Solyx AI Grid paper describes).
 func DefaultWeights() Weights {
 	var w Weights
 	w[SigQueue], w[SigTTFT], w[SigKV] = 0.25, 0.25, 0.10

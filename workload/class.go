@@ -34,7 +34,7 @@ const MaxClassRate = 100_000
 // Class is a named, documented and seeded generator of open-loop traffic:
 // requests arrive on a schedule fixed by the rate alone, whatever the fleet
 // does with them. The eight classes follow the workload classes of the
-// Solyx AI Grid paper's SLO matrix (section 5.3); where the paper gives no
+// Solyx AI Grid paper's SLO matrix (section 5.3); where the Solyx AI Grid paper gives no
 // figure (an output length, a session's pace, the tiers other than the
 // second), Doc says what the class uses.
 type Class struct {
@@ -42,7 +42,7 @@ type Class struct {
 	// Doc says what the class models and how it is generated.
 	Doc string
 	// Tiers are the class's three TTFT SLO tiers, tightest first. The middle
-	// one is the paper's tier-2 SLO; the others are half and twice it.
+	// one is the Solyx AI Grid paper's tier-2 SLO; the others are half and twice it.
 	Tiers [3]time.Duration
 	// DefaultRate is a moderate request rate for a single run.
 	DefaultRate float64
@@ -68,7 +68,7 @@ type Class struct {
 
 type generator interface{ next() Request }
 
-// Classes returns the eight workload classes, in the paper's order.
+// Classes returns the eight workload classes, in the Solyx AI Grid paper's order.
 func Classes() []Class {
 	tiers := func(tier2ms int) [3]time.Duration {
 		t2 := time.Duration(tier2ms) * time.Millisecond

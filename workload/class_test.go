@@ -10,7 +10,7 @@ import (
 // TestClassesMatchTheirDocs draws 200 s of every class and checks the
 // arrival rate, the means the class declares and the order of arrivals.
 func TestClassesMatchTheirDocs(t *testing.T) {
-	// The paper's tier-2 SLOs (Table 2), in its class order.
+	// The Solyx AI Grid paper's tier-2 SLOs (Table 2), in its class order.
 	tier2 := map[string]time.Duration{"baseline_mixed": 1500, "rapid_shift": 1500, "code_heavy": 3000,
 		"adversarial_spike": 3000, "multiturn": 3500, "rag_multidoc": 3000, "long_context": 3000, "very_long": 7000}
 	if got := strings.Join(ClassNames(), ","); got != "baseline_mixed,rapid_shift,code_heavy,adversarial_spike,multiturn,rag_multidoc,long_context,very_long" {

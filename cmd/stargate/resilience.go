@@ -32,8 +32,8 @@ without the network signals), seeds 1-5 (180 s before the onset, 60 s
 measured after it). Reports success rate, TTFT p50/p95/p99, misroutes, time to
 detect (in burst, the routing reaction p95) and to recover with 95%
 confidence intervals, the failover phase's reroute times, checks pressure
-against the best baseline and the issue's targets, and sets the figures
-beside the paper's.
+against the best baseline and the resilience targets, and sets the figures
+beside the Solyx AI Grid paper's.
 
 With --live, every run also runs on a live fleet in this process, one at a
 time: scale 0.25 of the fleet (one GPU per backend, 9 GPUs) at 11.25 req/s,

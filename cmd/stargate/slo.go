@@ -106,7 +106,7 @@ report.html (a chart per class), table.txt and table.md to --out.`,
 	f.StringVar(&fleetName, "fleet", "three-site", "fleet: a built-in name ("+strings.Join(config.PresetNames(), ", ")+") or a fleet file")
 	f.StringVar(&policies, "policies", "", "policies, comma separated (default: "+strings.Join(study.SLOPolicies, ", ")+", those registered)")
 	f.StringVar(&classes, "classes", "", "workload classes, comma separated (default: all eight)")
-	f.StringVar(&tiers, "tiers", "1,2,3", "SLO tiers to measure (1 tightest, 2 the paper's, 3 loosest), comma separated")
+	f.StringVar(&tiers, "tiers", "1,2,3", "SLO tiers to measure (1 tightest, 2 the Solyx AI Grid paper's, 3 loosest), comma separated")
 	f.IntVar(&replicates, "replicates", 0, "replicates (seeds 1..N) per cell (default 3; 1 with --quick)")
 	f.IntVar(&steps, "steps", 8, "bisection steps after the two ends of the range")
 	f.BoolVar(&quick, "quick", false, "one replicate of two classes ("+strings.Join(study.QuickClasses, ", ")+")")
