@@ -17,7 +17,8 @@ import (
 //     change, and small drifts add up against the last push until they pass
 //     the threshold. Threshold 0 makes any weight change significant.
 //
-// The first significant change opens a window of Window; the push happens at
+// Nothing is pushed before the first endpoint is offered. The first
+// significant change opens a window of Window; the push happens at
 // its end with the latest endpoints offered by then, so a burst of updates
 // becomes one push. If by then the endpoints came back to what was pushed,
 // nothing is pushed.
@@ -73,10 +74,12 @@ func (c *Coalescer) Flush(now time.Time) ([]Endpoint, bool) {
 // Pending reports whether a push is pending, and when it is due.
 func (c *Coalescer) Pending() (time.Time, bool) { return c.due, c.pending }
 
-// significant reports whether eps differ enough from the last push.
+// significant reports whether eps differ enough from the last push. Before
+// the first push only a non-empty list is: a router that has not learnt its
+// gateways yet must not replace what a client holds with nothing.
 func (c *Coalescer) significant(eps []Endpoint) bool {
 	if !c.hasPushed {
-		return true
+		return len(eps) > 0
 	}
 	old := c.pushed
 	if len(old) != len(eps) {

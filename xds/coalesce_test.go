@@ -202,3 +202,34 @@ func TestNormalizeScalesHugeWeights(t *testing.T) {
 		t.Errorf("ratio a/b = %v after scaling, want 2", r)
 	}
 }
+
+// A router that has not learnt any gateway yet offers an empty list; pushing
+// it would replace the endpoints an Envoy still holds from before a restart
+// with nothing. The first push waits for a first endpoint; after it, an empty
+// list is a real change and is pushed.
+func TestCoalescerWaitsForFirstEndpoints(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	c := NewCoalescer(0.1, 200*time.Millisecond)
+	for i, eps := range [][]Endpoint{nil, {}} {
+		if _, ok := c.Offer(t0.Add(time.Duration(i)*time.Second), eps); ok {
+			t.Fatalf("offer %d of no endpoints before any push: a push is pending", i)
+		}
+		if _, ok := c.Flush(t0.Add(time.Duration(i)*time.Second + time.Second)); ok {
+			t.Fatalf("flush %d before any endpoint: pushed an empty snapshot", i)
+		}
+	}
+	due, ok := c.Offer(t0.Add(3*time.Second), eps3(1, 1, 1))
+	if !ok {
+		t.Fatal("first endpoints offered: no push pending")
+	}
+	if eps, ok := c.Flush(due); !ok || len(eps) != 3 {
+		t.Fatalf("first push = %d endpoints, %v; want 3, true", len(eps), ok)
+	}
+	due, ok = c.Offer(due.Add(time.Second), nil)
+	if !ok {
+		t.Fatal("every endpoint gone after a push: no push pending")
+	}
+	if eps, ok := c.Flush(due); !ok || len(eps) != 0 {
+		t.Fatalf("push after every endpoint left = %d endpoints, %v; want 0, true", len(eps), ok)
+	}
+}
