@@ -573,7 +573,7 @@ func (s *simulation) handle(e *event) error {
 				s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(client.TooLong)})
 				break
 			}
-			d := rs.subs[a.pool].RouteTokens(s.now, a.id, a.sess.key, a.tokens())
+			d := rs.subs[a.pool].Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens()})
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
 			s.markWeights(a.router)
@@ -724,11 +724,12 @@ func PoolFor(pools []Pool, total int) int {
 }
 
 // global turns a pool router's decision into one about the fleet's backends.
-func (s *simulation) global(pool int, d policy.Decision) policy.Decision {
+func (s *simulation) global(pool int, d router.Decision) policy.Decision {
+	out := policy.Decision{Kind: d.Kind, Backend: -1, Until: d.Until, Reason: d.Reason}
 	if d.Kind == policy.Dispatch || d.Kind == policy.Wait {
-		d.Backend = s.members[pool][d.Backend]
+		out.Backend = s.members[pool][d.Backend]
 	}
-	return d
+	return out
 }
 
 // endSession removes a session; an open-loop one is a turn that ended. A
@@ -819,7 +820,7 @@ func (s *simulation) apply(a *attempt, d policy.Decision) {
 	if d.Kind == policy.Dispatch && slices.Contains(a.tried, d.Backend) {
 		// A retry that waited, then was placed on a backend that already
 		// refused it (no other was eligible): never send it there again.
-		s.routers[a.router].subs[a.pool].Undispatch(s.local[d.Backend])
+		s.routers[a.router].subs[a.pool].Undispatch(router.BackendID(s.local[d.Backend]))
 		s.giveUp(a)
 		return
 	}
@@ -920,7 +921,7 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 	rs := s.routers[a.router]
 	s.syncRegion(rs.region)
 	sub, b := rs.subs[a.pool], a.backend
-	fits := f != client.Invalid || sub.OthersFit(s.local[b], a.tokens())
+	fits := f != client.Invalid || sub.OthersFit(router.BackendID(s.local[b]), a.tokens())
 	switch f {
 	case client.Errored: // a refused connection, or one that broke before the first byte
 		s.tellRouter(a, router.Result{Kind: router.Errored})
@@ -929,20 +930,20 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 		}
 		// Refused: the request never arrived, and the backend takes nothing
 		// more from this router until its stats say otherwise.
-		sub.Undispatch(s.local[b])
+		sub.Undispatch(router.BackendID(s.local[b]))
 		if rs.refused == nil {
 			rs.refused = make([]bool, len(s.backends))
 		}
 		if !rs.refused[b] {
 			rs.refused[b] = true
-			sub.SetEligible(s.local[b], false)
+			sub.SetEligible(router.BackendID(s.local[b]), false)
 		}
 	case client.Rejected:
 		s.tellRouter(a, router.Result{Kind: router.Overloaded})
 	case client.Invalid:
 		// The simulated gateway refuses it before counting it (the live one
 		// counts it, then reports it done): either way nothing stays pending.
-		sub.Undispatch(s.local[b])
+		sub.Undispatch(router.BackendID(s.local[b]))
 		if fits { // else the 400 goes to the client as the request's own fault
 			s.tellRouter(a, router.Result{Kind: router.TooLong, Tokens: a.tokens(), Limit: a.limit})
 		}
@@ -954,11 +955,11 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 	a.told, a.refusal = true, f
 	a.tried = append(a.tried, b)
 	if len(a.tried) < s.cfg.RouterAttempts && fits {
-		exclude := make([]int, len(a.tried))
+		exclude := make([]router.BackendID, len(a.tried))
 		for i, t := range a.tried {
-			exclude[i] = s.local[t]
+			exclude[i] = router.BackendID(s.local[t])
 		}
-		if d := sub.RouteWith(s.now, a.id, a.sess.key, a.tokens(), exclude); d.Kind != policy.Reject {
+		if d := sub.Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens(), Exclude: exclude}); d.Kind != policy.Reject {
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
 			s.markWeights(a.router)
@@ -1230,7 +1231,7 @@ func (s *simulation) deliver(b, region int) {
 	for _, ri := range s.byRegion[region] {
 		if rs := s.routers[ri]; rs.refused != nil && rs.refused[b] {
 			rs.refused[b] = false // it answers again
-			rs.subs[p].SetEligible(s.local[b], true)
+			rs.subs[p].SetEligible(router.BackendID(s.local[b]), true)
 		}
 		s.outcomes = s.routers[ri].subs[p].OnStats(s.now, latest, s.outcomes[:0])
 		s.applyOutcomes(p)
