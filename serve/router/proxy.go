@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/stargate-llm/stargate/policy"
@@ -178,15 +177,16 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		s.reject(w, http.StatusServiceUnavailable, ReasonNoBackend, "no backend has registered yet")
 		return
 	}
-	exclude := tbl.tooShort(prompt)
-	if len(exclude) == len(tbl.list) {
+	skip := tbl.tooShort(prompt)
+	if len(skip) == len(tbl.list) {
 		s.reject(w, http.StatusBadRequest, ReasonTooLong, fmt.Sprintf("the prompt has %d tokens; the longest context of any backend is %d", prompt, tbl.longestContext()))
 		return
 	}
 	id := s.requestID()
+	retry := rcore.NewRetry(s.cfg.MaxAttempts, skip)
 	var last *attemptResult
-	for attempt := 0; attempt < s.cfg.MaxAttempts; attempt++ {
-		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: exclude})
+	for again := true; again; {
+		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude()})
 		if !ok {
 			s.end(ReasonClientCancelled, true)
 			return
@@ -198,35 +198,40 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 			s.reject(w, http.StatusTooManyRequests, ReasonPolicy, "no backend can take the request now: "+d.Reason)
 			return
 		}
-		if slices.Contains(exclude, d.Backend) {
+		if !retry.Accept(d) {
 			// Every backend has refused it: never retry on one already tried.
 			s.undispatch(b)
 			break
 		}
-		s.counted(attempt)
+		s.counted(retry.Tried())
 		if b.url == "" {
 			// The backend left between the pick and now: nothing was sent.
-			exclude = append(exclude, d.Backend)
 			last = &attemptResult{neverSent: true, msg: fmt.Sprintf("backend %d left the router", d.Backend)}
+			again = retry.Refused(d.Backend, rcore.Refusal{Kind: rcore.Errored}).Again
 			continue
 		}
 		if h := s.cfg.Hooks.Dispatch; h != nil {
 			h(DispatchEvent{At: time.Now(), Router: s.cfg.ID, Backend: b.name, Session: session, Tokens: tokens})
 		}
 		res := s.attempt(ctx, w, r, b, body, stream, tokens)
-		s.report(b, res, tokens)
-		s.settleStatic(b)
 		if res.done {
+			s.report(b, res, tokens)
+			s.settleStatic(b)
 			s.end(res.reason, true)
 			return
 		}
 		last = res
-		exclude = append(exclude, b.id)
-		if res.neverSent {
+		step := retry.Refused(b.id, res.refusal())
+		if step.Report {
+			s.report(b, res, tokens)
+		}
+		s.settleStatic(b)
+		if step.Undispatch || step.Disable {
 			// The connection was refused: the request never arrived, and the
 			// backend is down until its stats say otherwise.
-			s.refusedConnection(b)
+			s.refusedConnection(b, step)
 		}
+		again = step.Again
 		if ctx.Err() != nil {
 			s.end(ReasonClientCancelled, true)
 			return
@@ -252,7 +257,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		w.Header().Set("Retry-After", "1")
 	}
 	openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError",
-		fmt.Sprintf("router: %d backends refused the request before answering; last: %s", refused(exclude), last.msg))
+		fmt.Sprintf("router: %d backends refused the request before answering; last: %s", refused(retry.Exclude()), last.msg))
 }
 
 // requestID numbers a request for the core's wait queue.
@@ -263,7 +268,8 @@ func (s *Server) requestID() uint64 {
 	return s.nextID
 }
 
-// counted counts an attempt, and a retry after the first.
+// counted counts an attempt, and a retry after the first (attempt is the
+// number of attempts before it).
 func (s *Server) counted(attempt int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -283,13 +289,16 @@ func (s *Server) undispatch(b target) {
 	s.settleStatic(b)
 }
 
-// refusedConnection takes back a dispatch whose connection was refused and
-// keeps the backend from new requests until its next stats message.
-func (s *Server) refusedConnection(b target) {
+// refusedConnection carries out the retry rule's step for a refused
+// connection: it takes back the dispatch, and keeps the backend (unless
+// static) from new requests until its next stats message.
+func (s *Server) refusedConnection(b target, step rcore.Step) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.core.Undispatch(b.id)
-	if bk, ok := s.backends[b.id]; ok && !bk.static && !bk.refused {
+	if step.Undispatch {
+		s.core.Undispatch(b.id)
+	}
+	if bk, ok := s.backends[b.id]; ok && step.Disable && !bk.static && !bk.refused {
 		bk.refused = true
 		s.core.SetEligible(b.id, false)
 		s.log.Warn("backend failed: connection refused", "backend", b.name)
@@ -556,6 +565,20 @@ func (s *Server) upstream(ctx context.Context, r *http.Request, b target, body [
 
 // forwardedHeaders are the backend's answer headers the client gets.
 var forwardedHeaders = []string{"Content-Type", "Cache-Control", "x-should-retry", "Retry-After"}
+
+// refusal is how an attempt that the client did not get was refused, for
+// the retry rule: a refused connection, an overload answer, a
+// context-length refusal (which the gateway counted, and which another
+// backend fits, or the client would have got it) or an error.
+func (r *attemptResult) refusal() rcore.Refusal {
+	switch {
+	case r.status == http.StatusBadRequest && r.limit >= 0:
+		return rcore.Refusal{Kind: rcore.TooLong, OthersFit: true}
+	case r.status == http.StatusServiceUnavailable || r.status == http.StatusTooManyRequests:
+		return rcore.Refusal{Kind: rcore.Overloaded}
+	}
+	return rcore.Refusal{Kind: rcore.Errored, NeverSent: r.neverSent}
+}
 
 func (r attemptResult) end(reason string) *attemptResult {
 	r.done, r.reason = true, reason
