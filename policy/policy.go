@@ -282,3 +282,15 @@ func WeightsOf(p Policy, views []View) []BackendWeight {
 type CapabilityAware interface {
 	CapabilityAware() bool
 }
+
+// Membership is implemented by policies that keep state per backend or build
+// structures over the backend list (waw's ring, pressure's weights): a
+// router tells them when its backends change instead of building the policy
+// again, so the backends that stay keep their state. A policy with neither
+// need not implement it.
+type Membership interface {
+	// SetBackends says the backends are now backends, in the views' new
+	// order; from[i] is the position backend i had before, or -1 for one
+	// that joined.
+	SetBackends(backends []Backend, from []int)
+}

@@ -73,7 +73,21 @@ var (
 	_ CapabilityAware = (*Pressure)(nil)
 	_ WeightReporter  = (*Pressure)(nil)
 	_ WeightKeeper    = (*Pressure)(nil)
+	_ Membership      = (*Pressure)(nil)
 )
+
+// SetBackends implements Membership: each backend that stays keeps its
+// weights (and so the projector's hysteresis); one that joined starts at
+// zero, as in a new policy.
+func (pr *Pressure) SetBackends(backends []Backend, from []int) {
+	state := make([]BackendWeight, len(backends))
+	for i, f := range from {
+		if i < len(state) && f >= 0 && f < len(pr.state) {
+			state[i] = pr.state[f]
+		}
+	}
+	pr.state = state
+}
 
 // NewPressure returns the policy.
 func NewPressure(p Params, pp PressureParams, _ []Backend) (*Pressure, error) {

@@ -17,13 +17,25 @@ type ringPoint struct {
 	backend int
 }
 
-var _ Policy = (*WaW)(nil)
+var (
+	_ Policy     = (*WaW)(nil)
+	_ Membership = (*WaW)(nil)
+)
 
 // NewWaW builds the ring over backends, whose order is the views' order.
 func NewWaW(p Params, backends []Backend) *WaW {
-	w := &WaW{p: p, points: make([]ringPoint, 0, len(backends)*p.VirtualNodes)}
+	w := &WaW{p: p}
+	w.SetBackends(backends, nil)
+	return w
+}
+
+// SetBackends implements Membership: the ring is built again over backends
+// (a backend's points depend only on its key, so sessions move only from
+// and to the backends that changed).
+func (w *WaW) SetBackends(backends []Backend, _ []int) {
+	w.points = make([]ringPoint, 0, len(backends)*w.p.VirtualNodes)
 	for i, b := range backends {
-		for v := range p.VirtualNodes {
+		for v := range w.p.VirtualNodes {
 			w.points = append(w.points, ringPoint{hash: mix(b.Key ^ mix(uint64(v)+1)), backend: i})
 		}
 	}
@@ -36,7 +48,6 @@ func NewWaW(p Params, backends []Backend) *WaW {
 		}
 		return a.backend - b.backend
 	})
-	return w
 }
 
 // Name implements Policy.

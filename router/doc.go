@@ -11,5 +11,12 @@
 // served. They are asked again when a stats message shows their backend with a
 // free slot, and when their deadline (the policy's Decision.Until) passes.
 //
+// Backends are named by a BackendID for their whole life; Add and Remove
+// change membership without touching any other backend's state (a policy
+// with per-backend state follows through policy.Membership). Route is the
+// one entry point for placing. Retry is the rule for placing a request again
+// after a refusal before its first byte, shared by the live router and the
+// simulator.
+//
 // A Router is not safe for concurrent use; time is passed in by the caller.
 package router

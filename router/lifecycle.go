@@ -155,11 +155,12 @@ var (
 	ErrNoBackend = errors.New("router: no such backend")
 )
 
-// Drain stops new requests to backend b; it finishes what it holds and is
+// Drain stops new requests to backend id; it finishes what it holds and is
 // Terminated once empty.
-func (r *Router) Drain(now time.Duration, b int) error {
-	if b < 0 || b >= len(r.life) {
-		return fmt.Errorf("%w: %d", ErrNoBackend, b)
+func (r *Router) Drain(now time.Duration, id BackendID) error {
+	b, ok := r.position(id)
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrNoBackend, id)
 	}
 	r.life[b].drained = true
 	r.update(now, b)
@@ -167,23 +168,24 @@ func (r *Router) Drain(now time.Duration, b int) error {
 }
 
 // Undrain returns a drained (or terminated) backend to service.
-func (r *Router) Undrain(now time.Duration, b int) error {
-	if b < 0 || b >= len(r.life) {
-		return fmt.Errorf("%w: %d", ErrNoBackend, b)
+func (r *Router) Undrain(now time.Duration, id BackendID) error {
+	b, ok := r.position(id)
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrNoBackend, id)
 	}
 	r.life[b].drained = false
 	r.update(now, b)
 	return nil
 }
 
-// Lookup returns the index of the backend named name.
-func (r *Router) Lookup(name string) (int, bool) {
+// Lookup returns the ID of the backend named name.
+func (r *Router) Lookup(name string) (BackendID, bool) {
 	for i, n := range r.names {
 		if n == name {
-			return i, true
+			return r.ids[i], true
 		}
 	}
-	return -1, false
+	return NoBackend, false
 }
 
 // ResultKind is how an attempt sent to a backend ended, as the router saw it.
@@ -212,11 +214,12 @@ type Result struct {
 	Limit int
 }
 
-// OnResult records how an attempt to backend b ended. Errors feed the
+// OnResult records how an attempt to backend id ended. Errors feed the
 // backend's error rate; context-length refusals lower its known limit and
 // are not counted as errors (the backend is right to refuse).
-func (r *Router) OnResult(now time.Duration, b int, res Result) {
-	if b < 0 || b >= len(r.life) {
+func (r *Router) OnResult(now time.Duration, id BackendID, res Result) {
+	b, ok := r.position(id)
+	if !ok {
 		return
 	}
 	l := &r.life[b]
@@ -246,9 +249,10 @@ func (r *Router) refreshErrors(now time.Duration) {
 	}
 }
 
-// OnProbe records a probe round trip to backend b, measured at now.
-func (r *Router) OnProbe(now time.Duration, b int, rtt time.Duration) {
-	if b < 0 || b >= len(r.life) {
+// OnProbe records a probe round trip to backend id, measured at now.
+func (r *Router) OnProbe(now time.Duration, id BackendID, rtt time.Duration) {
+	b, ok := r.position(id)
+	if !ok {
 		return
 	}
 	l := &r.life[b]
@@ -289,6 +293,8 @@ func (r *Router) hideIncapable(req *policy.Request) []int {
 // BackendStatus is what the router knows of one backend, for
 // /v1/stargate/backends and the admin API.
 type BackendStatus struct {
+	// ID is the backend's ID at this router.
+	ID    BackendID       `json:"-"`
 	Name  string          `json:"name"`
 	State telemetry.State `json:"-"`
 	// StateName is State in words.
@@ -308,7 +314,7 @@ type BackendStatus struct {
 	Hardware bool `json:"hardware"`
 }
 
-// Backends reports every backend's status at now.
+// Backends reports every backend's status at now, in the order of Views.
 func (r *Router) Backends(now time.Duration) []BackendStatus {
 	r.Expire(now)
 	r.refreshErrors(now)
@@ -316,7 +322,7 @@ func (r *Router) Backends(now time.Duration) []BackendStatus {
 	for b := range r.views {
 		l, v := &r.life[b], &r.views[b]
 		p := l.path.Path(now)
-		out[b] = BackendStatus{Name: r.names[b], State: l.state, StateName: l.state.String(), Since: l.since, LastHeard: l.heard,
+		out[b] = BackendStatus{ID: r.ids[b], Name: r.names[b], State: l.state, StateName: l.state.String(), Since: l.since, LastHeard: l.heard,
 			Drained: l.drained, MaxModelLen: v.MaxModelLen, LearnedLimit: l.learned, ErrorRate: v.ErrorRate,
 			RTT: p.RTT, Jitter: p.Jitter, Hardware: v.Signals != nil && v.Signals.Hardware}
 	}

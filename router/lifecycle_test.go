@@ -55,7 +55,7 @@ func TestFailedWithinTTLAndNeverPicked(t *testing.T) {
 				}
 				for range 3 {
 					id++
-					d := r.Route(now, id, id*7919)
+					d := r.route(now, id, id*7919)
 					if d.Kind == policy.Wait {
 						r.Cancel(id)
 					}
@@ -92,7 +92,7 @@ func TestDrainFinishesThenTerminates(t *testing.T) {
 		t.Fatalf("drained backend with work is %s", st.StateName)
 	}
 	for i := range 10 {
-		if d := r.Route(0, uint64(i), uint64(i)); d.Backend != 1 {
+		if d := r.route(0, uint64(i), uint64(i)); d.Backend != 1 {
 			t.Fatalf("request %d went to %d while 0 drains", i, d.Backend)
 		}
 	}
@@ -111,7 +111,7 @@ func TestDrainFinishesThenTerminates(t *testing.T) {
 	}
 	// A backend that reports Loading takes nothing until it reports Ready.
 	r.OnStats(200*ms, &gateway.Stats{Backend: 1, Seq: 3, Capacity: 100, Signals: &telemetry.Signals{State: telemetry.Loading}}, nil)
-	if d := r.Route(200*ms, 100, 100); d.Backend != 0 {
+	if d := r.route(200*ms, 100, 100); d.Backend != 0 {
 		t.Errorf("request went to %d while 1 is loading", d.Backend)
 	}
 }
@@ -126,13 +126,13 @@ func TestCapabilityLearnedFromErrors(t *testing.T) {
 		t.Fatalf("after a 400: %+v", got)
 	}
 	for i := range 10 {
-		if d := r.RouteTokens(0, uint64(i), uint64(i), 20000); d.Backend != 1 {
+		if d := r.routeTokens(0, uint64(i), uint64(i), 20000); d.Backend != 1 {
 			t.Fatalf("long request %d went to backend %d", i, d.Backend)
 		}
 	}
-	short := map[int]int{}
+	short := map[BackendID]int{}
 	for i := range 10 {
-		short[r.RouteTokens(0, uint64(100+i), uint64(i), 1000).Backend]++
+		short[r.routeTokens(0, uint64(100+i), uint64(i), 1000).Backend]++
 	}
 	if short[0] == 0 {
 		t.Error("short requests no longer reach the limited backend")
@@ -142,15 +142,15 @@ func TestCapabilityLearnedFromErrors(t *testing.T) {
 	if got := r.Backends(0)[1].MaxModelLen; got != 8999 {
 		t.Errorf("limit learned without a number: %d, want 8999", got)
 	}
-	if d := r.RouteTokens(0, 200, 1, 50000); d.Kind != policy.Dispatch {
+	if d := r.routeTokens(0, 200, 1, 50000); d.Kind != policy.Dispatch {
 		t.Errorf("a request too long for all was %v", d.Kind)
 	}
 	// Without the option and with a blind policy, nothing is filtered.
 	blind := newRouterWith(t, "round-robin", 2, Config{})
 	blind.OnResult(0, 0, Result{Kind: TooLong, Tokens: 20000, Limit: 16384})
-	seen := map[int]bool{}
+	seen := map[BackendID]bool{}
 	for i := range 4 {
-		seen[blind.RouteTokens(0, uint64(i), uint64(i), 20000).Backend] = true
+		seen[blind.routeTokens(0, uint64(i), uint64(i), 20000).Backend] = true
 	}
 	if !seen[0] {
 		t.Error("a capability-blind router filtered")

@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/stargate-llm/stargate/gateway"
@@ -23,36 +24,77 @@ type Backend struct {
 	MaxModelLen int
 }
 
+// BackendID names a backend at a router for its whole life: it never changes
+// while the backend stays, and is never given to another backend. The
+// backends a router is built with get IDs 0, 1, ... in order; Add gives each
+// new backend the next one.
+type BackendID uint64
+
+// NoBackend is the Backend of a decision that names none (Reject).
+const NoBackend = ^BackendID(0)
+
+// Decision is the router's answer about a request: a policy's decision with
+// the backend named by its ID.
+type Decision struct {
+	Kind policy.Kind
+	// Backend is where to dispatch, or which backend's queue the request
+	// waits in; NoBackend on Reject.
+	Backend BackendID
+	// Until is when the request is asked again at the latest (Wait only).
+	Until time.Duration
+	// Reason says why a request was rejected.
+	Reason string
+}
+
+// Ask is a request as the router places it.
+type Ask struct {
+	// Session is the hash of the request's session key.
+	Session uint64
+	// Tokens is the request's prompt plus output tokens (0: unknown), which
+	// the capability filter compares with each backend's max_model_len.
+	Tokens int
+	// Exclude lists the backends that already refused the request (a retry
+	// before its first byte; see Retry): the policy skips them. IDs the
+	// router no longer knows are ignored.
+	Exclude []BackendID
+}
+
 // Outcome is a decision about a request that was waiting.
 type Outcome struct {
 	ID       uint64
-	Decision policy.Decision
+	Decision Decision
 }
 
 type waiter struct {
 	id    uint64
-	req   policy.Request
+	req   policy.Request // QueuedAt and Exclude are positions, kept current by Remove
 	until time.Duration
 }
 
 // Router is one router replica.
 type Router struct {
-	id         int
-	cfg        Config
-	pol        policy.Policy
+	id  int
+	cfg Config
+	pol policy.Policy
+	// Per backend, by position (the policy's view index): positions move
+	// when a backend is removed; IDs do not.
+	ids        []BackendID
 	names      []string
 	views      []policy.View
 	lastSeq    []uint64
 	dispatched []uint64
-	waiters    []waiter
 	life       []lifecycle
+	pos        map[BackendID]int
+	nextID     BackendID
+	waiters    []waiter
 	capAware   bool
 	hidden     []int // scratch: backends hidden from one pick by the capability filter
 }
 
 // New returns router number id (its index in the gateways' Received counts)
-// placing with pol over backends, in the order pol was built with. It tracks
-// no liveness: every backend is Ready until told otherwise (NewWith).
+// placing with pol over backends, in the order pol was built with; they get
+// BackendIDs 0, 1, ... in that order. It tracks no liveness: every backend
+// is Ready until told otherwise (NewWith).
 func New(id int, pol policy.Policy, backends []Backend) (*Router, error) {
 	return NewWith(id, pol, backends, Config{})
 }
@@ -66,31 +108,172 @@ func NewWith(id int, pol policy.Policy, backends []Backend, cfg Config) (*Router
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("router %d: %w", id, err)
 	}
-	r := &Router{id: id, cfg: cfg, pol: pol, names: make([]string, len(backends)), views: make([]policy.View, len(backends)),
-		lastSeq: make([]uint64, len(backends)), dispatched: make([]uint64, len(backends)), life: make([]lifecycle, len(backends))}
+	r := &Router{id: id, cfg: cfg, pol: pol, pos: make(map[BackendID]int, len(backends))}
 	if ca, ok := pol.(policy.CapabilityAware); ok && ca.CapabilityAware() {
 		r.capAware = true
 	}
-	for i, b := range backends {
-		if b.Capacity < 1 {
-			return nil, fmt.Errorf("router %d: backend %q has capacity %d, want >= 1", id, b.Name, b.Capacity)
+	for _, b := range backends {
+		if err := r.check(b); err != nil {
+			return nil, err
 		}
-		if b.MaxModelLen < 0 {
-			return nil, fmt.Errorf("router %d: backend %q has max_model_len %d, want >= 0 (0: unknown)", id, b.Name, b.MaxModelLen)
-		}
-		r.names[i] = b.Name
-		r.views[i] = policy.View{Index: i, Key: policy.KeyOf(b.Name), Capacity: b.Capacity, Eligible: true,
-			State: telemetry.Ready, MaxModelLen: b.MaxModelLen}
-		r.life[i] = lifecycle{adminOK: true, state: telemetry.Ready, advertised: b.MaxModelLen,
-			errs: telemetry.ErrorRate{HalfLife: cfg.errorHalfLife()}, path: telemetry.PathEstimator{Stale: cfg.PathStale}}
+		r.append(0, b)
 	}
 	return r, nil
 }
 
+func (r *Router) check(b Backend) error {
+	if b.Capacity < 1 {
+		return fmt.Errorf("router %d: backend %q has capacity %d, want >= 1", r.id, b.Name, b.Capacity)
+	}
+	if b.MaxModelLen < 0 {
+		return fmt.Errorf("router %d: backend %q has max_model_len %d, want >= 0 (0: unknown)", r.id, b.Name, b.MaxModelLen)
+	}
+	return nil
+}
+
+// append adds backend b, heard from at now, under the next ID.
+func (r *Router) append(now time.Duration, b Backend) BackendID {
+	id, i := r.nextID, len(r.views)
+	r.nextID++
+	r.pos[id] = i
+	r.ids = append(r.ids, id)
+	r.names = append(r.names, b.Name)
+	r.views = append(r.views, policy.View{Index: i, Key: policy.KeyOf(b.Name), Capacity: b.Capacity, Eligible: true,
+		State: telemetry.Ready, MaxModelLen: b.MaxModelLen})
+	r.lastSeq = append(r.lastSeq, 0)
+	r.dispatched = append(r.dispatched, 0)
+	r.life = append(r.life, lifecycle{adminOK: true, state: telemetry.Ready, since: now, heard: now, advertised: b.MaxModelLen,
+		errs: telemetry.ErrorRate{HalfLife: r.cfg.errorHalfLife()}, path: telemetry.PathEstimator{Stale: r.cfg.PathStale}})
+	return id
+}
+
+// position is backend id's current position; ok is false for an ID the
+// router does not know (never given, or removed).
+func (r *Router) position(id BackendID) (int, bool) {
+	if id < BackendID(len(r.ids)) && r.ids[id] == id { // no backend removed before it
+		return int(id), true
+	}
+	i, ok := r.pos[id]
+	return i, ok
+}
+
+// Add makes backend b a member from now on, without touching the state of
+// the others (their pending counts, error rates, lifecycle, the policy's
+// per-backend state), and returns its ID. It is Ready and counts as heard at
+// now. Waiting requests are asked again, since the new backend may take
+// them; the decided ones are appended to out.
+func (r *Router) Add(now time.Duration, b Backend, out []Outcome) (BackendID, []Outcome, error) {
+	if err := r.check(b); err != nil {
+		return NoBackend, out, err
+	}
+	if _, ok := r.Lookup(b.Name); ok {
+		return NoBackend, out, fmt.Errorf("router %d: backend %q is already a member", r.id, b.Name)
+	}
+	id := r.append(now, b)
+	r.membershipChanged(nil)
+	return id, r.retry(now, false, out), nil
+}
+
+// Remove forgets backend id: its state goes with it, every other backend
+// keeps its own. A request waiting in its queue is asked again, as is every
+// waiting request; the decided ones are appended to out.
+func (r *Router) Remove(now time.Duration, id BackendID, out []Outcome) ([]Outcome, error) {
+	p, ok := r.position(id)
+	if !ok {
+		return out, fmt.Errorf("%w: %d", ErrNoBackend, id)
+	}
+	for i := range r.waiters {
+		w := &r.waiters[i]
+		if w.req.QueuedAt == p {
+			w.req.QueuedAt = -1
+		} else if w.req.QueuedAt > p {
+			w.req.QueuedAt--
+		}
+		kept := w.req.Exclude[:0]
+		for _, x := range w.req.Exclude {
+			switch {
+			case x < p:
+				kept = append(kept, x)
+			case x > p:
+				kept = append(kept, x-1)
+			}
+		}
+		w.req.Exclude = kept
+	}
+	delete(r.pos, id)
+	r.ids = slices.Delete(r.ids, p, p+1)
+	r.names = slices.Delete(r.names, p, p+1)
+	r.views = slices.Delete(r.views, p, p+1)
+	r.lastSeq = slices.Delete(r.lastSeq, p, p+1)
+	r.dispatched = slices.Delete(r.dispatched, p, p+1)
+	r.life = slices.Delete(r.life, p, p+1)
+	for i := p; i < len(r.ids); i++ {
+		r.pos[r.ids[i]] = i
+		r.views[i].Index = i
+	}
+	r.membershipChanged(func(i int) int {
+		if i >= p {
+			return i + 1
+		}
+		return i
+	})
+	return r.retry(now, false, out), nil
+}
+
+// membershipChanged tells a policy with per-backend state
+// (policy.Membership) its new backends; from maps a backend's new position
+// to its old one (nil: none moved, any past the old end joined).
+func (r *Router) membershipChanged(from func(int) int) {
+	m, ok := r.pol.(policy.Membership)
+	if !ok {
+		return
+	}
+	bs := make([]policy.Backend, len(r.views))
+	moved := make([]int, len(r.views))
+	for i := range r.views {
+		bs[i] = policy.Backend{Name: r.names[i], Key: r.views[i].Key}
+		moved[i] = i
+		if from != nil {
+			moved[i] = from(i)
+		}
+	}
+	if from == nil && len(moved) > 0 {
+		moved[len(moved)-1] = -1 // Add appends one
+	}
+	m.SetBackends(bs, moved)
+}
+
+// Restarted tells the router backend id's gateway started again: its
+// received counts start from zero, so this router's dispatches to it count
+// from zero too, and its next stats message is taken whatever its Seq.
+func (r *Router) Restarted(id BackendID) error {
+	p, ok := r.position(id)
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrNoBackend, id)
+	}
+	r.lastSeq[p], r.dispatched[p], r.views[p].Pending = 0, 0, 0
+	return nil
+}
+
+// Advertise sets the max_model_len backend id reports (0: unknown).
+func (r *Router) Advertise(now time.Duration, id BackendID, maxModelLen int) error {
+	p, ok := r.position(id)
+	if !ok || maxModelLen < 0 {
+		return fmt.Errorf("%w: %d (max_model_len %d)", ErrNoBackend, id, maxModelLen)
+	}
+	r.life[p].advertised = maxModelLen
+	r.update(now, p)
+	return nil
+}
+
+// ID is the ID of the backend at position i of Views.
+func (r *Router) ID(i int) BackendID { return r.ids[i] }
+
 // Policy returns the router's policy.
 func (r *Router) Policy() policy.Policy { return r.pol }
 
-// Views returns the router's current views; the caller must not modify them.
+// Views returns the router's current views, by position (see ID); the
+// caller must not modify them.
 func (r *Router) Views() []policy.View { return r.views }
 
 // Waiting is the number of requests waiting at this router.
@@ -98,35 +281,29 @@ func (r *Router) Waiting() int { return len(r.waiters) }
 
 // SetEligible marks a backend as able or unable to take new requests, on top
 // of its lifecycle state (an operator's switch; Drain is the lifecycle's).
-func (r *Router) SetEligible(backend int, ok bool) {
-	r.life[backend].adminOK = ok
-	r.views[backend].Eligible = ok && r.views[backend].State == telemetry.Ready
+func (r *Router) SetEligible(id BackendID, ok bool) {
+	b, known := r.position(id)
+	if !known {
+		return
+	}
+	r.life[b].adminOK = ok
+	r.views[b].Eligible = ok && r.views[b].State == telemetry.Ready
 }
 
-// Route places a request arriving now. On Wait the router keeps the request
-// and reports its fate later through OnStats or OnTimer.
-func (r *Router) Route(now time.Duration, id, session uint64) policy.Decision {
-	return r.RouteWith(now, id, session, 0, nil)
-}
-
-// RouteTokens is Route for a request of tokens prompt plus output tokens
-// (0: unknown), which the capability filter compares with each backend's
-// max_model_len.
-func (r *Router) RouteTokens(now time.Duration, id, session uint64, tokens int) policy.Decision {
-	return r.RouteWith(now, id, session, tokens, nil)
-}
-
-// RouteExcluding is Route for a request that the backends in exclude have
-// already refused (a retry before the first byte): the policy skips them.
-func (r *Router) RouteExcluding(now time.Duration, id, session uint64, exclude []int) policy.Decision {
-	return r.RouteWith(now, id, session, 0, exclude)
-}
-
-// RouteWith is Route with the request's tokens (see RouteTokens) and the
-// backends that already refused it (see RouteExcluding).
-func (r *Router) RouteWith(now time.Duration, id, session uint64, tokens int, exclude []int) policy.Decision {
+// Route places a request arriving now; it is the router's one entry point
+// for placing. On Wait the router keeps the request and reports its fate
+// later through OnStats, OnTimer, Add or Remove.
+func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 	r.Expire(now)
-	w := waiter{id: id, req: policy.Request{Session: session, Arrived: now, QueuedAt: -1, Tokens: tokens, Exclude: exclude}}
+	w := waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens}}
+	if len(q.Exclude) > 0 {
+		w.req.Exclude = make([]int, 0, len(q.Exclude))
+		for _, x := range q.Exclude {
+			if p, ok := r.position(x); ok {
+				w.req.Exclude = append(w.req.Exclude, p)
+			}
+		}
+	}
 	d := r.decide(now, &w)
 	if d.Kind == policy.Wait {
 		r.waiters = append(r.waiters, w)
@@ -135,7 +312,10 @@ func (r *Router) RouteWith(now time.Duration, id, session uint64, tokens int, ex
 }
 
 // decide asks the policy and applies the decision to the views.
-func (r *Router) decide(now time.Duration, w *waiter) policy.Decision {
+func (r *Router) decide(now time.Duration, w *waiter) Decision {
+	if len(r.views) == 0 { // every backend was removed
+		return Decision{Kind: policy.Reject, Backend: NoBackend, Reason: "no backends"}
+	}
 	r.refreshErrors(now)
 	hidden := r.hideIncapable(&w.req)
 	d := r.pol.Pick(now, &w.req, r.views)
@@ -151,23 +331,34 @@ func (r *Router) decide(now time.Duration, w *waiter) policy.Decision {
 		r.views[w.req.QueuedAt].Queued--
 		w.req.QueuedAt = -1
 	}
+	out := Decision{Kind: d.Kind, Backend: NoBackend, Until: d.Until, Reason: d.Reason}
 	switch d.Kind {
 	case policy.Dispatch:
 		r.dispatched[d.Backend]++
 		r.views[d.Backend].Pending++
+		out.Backend = r.ids[d.Backend]
 	case policy.Wait:
+		if d.Backend < 0 || d.Backend >= len(r.views) {
+			return Decision{Kind: policy.Reject, Backend: NoBackend, Reason: fmt.Sprintf("policy %s queued at backend %d, which does not exist", r.pol.Name(), d.Backend)}
+		}
 		if w.req.QueuedAt < 0 {
 			w.req.QueuedAt = d.Backend
 			r.views[d.Backend].Queued++
 		}
 		w.until = max(d.Until, now+time.Millisecond)
+		out.Backend = r.ids[d.Backend]
 	}
-	return d
+	return out
 }
 
-// OthersFit reports whether a backend other than b may hold a request of
-// tokens, by the limits this router knows (advertised or learned).
-func (r *Router) OthersFit(b, tokens int) bool {
+// OthersFit reports whether a backend other than id may hold a request of
+// tokens, by the limits this router knows (advertised or learned); an id
+// the router does not know (NoBackend, or one removed) excludes none.
+func (r *Router) OthersFit(id BackendID, tokens int) bool {
+	b, ok := r.position(id)
+	if !ok {
+		b = -1
+	}
 	for i := range r.views {
 		if i != b && (r.views[i].MaxModelLen == 0 || tokens <= r.views[i].MaxModelLen) {
 			return true
@@ -176,22 +367,25 @@ func (r *Router) OthersFit(b, tokens int) bool {
 	return false
 }
 
-// Undispatch takes back a dispatch to backend that is known never to have
-// reached its gateway (the connection was refused), so that the gateway's
-// stats will never count it.
-func (r *Router) Undispatch(backend int) {
-	if backend >= 0 && backend < len(r.dispatched) && r.dispatched[backend] > 0 {
+// Undispatch takes back a dispatch to backend id that is known never to
+// have reached its gateway (the connection was refused, or the gateway
+// refused it before counting it), so that the gateway's stats will never
+// count it.
+func (r *Router) Undispatch(id BackendID) {
+	backend, ok := r.position(id)
+	if ok && r.dispatched[backend] > 0 {
 		r.dispatched[backend]--
 		r.views[backend].Pending = max(r.views[backend].Pending-1, 0)
 	}
 }
 
-// OnStats applies a gateway's stats. If the backend now has a free slot, the
+// OnStats applies a gateway's stats; st.Backend is the backend's ID at this
+// router. If the backend now has a free slot, the
 // waiting requests are asked again, oldest first; the decided ones are
 // appended to out.
 func (r *Router) OnStats(now time.Duration, st *gateway.Stats, out []Outcome) []Outcome {
-	b := st.Backend
-	if b < 0 || b >= len(r.views) || st.Seq <= r.lastSeq[b] {
+	b, ok := r.position(BackendID(st.Backend))
+	if st.Backend < 0 || !ok || st.Seq <= r.lastSeq[b] {
 		return out
 	}
 	r.Expire(now)

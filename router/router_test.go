@@ -33,9 +33,9 @@ func newRouter(t *testing.T, name string, n, capacity int) *Router {
 func TestPendingCountsAtPickTime(t *testing.T) {
 	r := newRouter(t, "least-request", 2, 10)
 	// Three picks before any stats alternate: each pick counts at once.
-	var got []int
+	var got []BackendID
 	for i := range 4 {
-		got = append(got, r.Route(0, uint64(i), uint64(i)).Backend)
+		got = append(got, r.route(0, uint64(i), uint64(i)).Backend)
 	}
 	if got[0] == got[1] || got[2] == got[3] {
 		t.Fatalf("picks %v did not spread: pending must count at pick time", got)
@@ -58,11 +58,11 @@ func TestWaitReleasedByStatsAndTimer(t *testing.T) {
 	for b := range 3 {
 		r.OnStats(0, &gateway.Stats{Backend: b, Seq: 1, Capacity: 1, Active: 1}, nil)
 	}
-	d := r.Route(0, 1, 99)
+	d := r.route(0, 1, 99)
 	if d.Kind != policy.Wait {
 		t.Fatalf("all full: %v, want wait", d.Kind)
 	}
-	affine := d.Backend
+	affine := int(d.Backend)
 	if at, ok := r.NextTimer(); !ok || at != 300*ms {
 		t.Fatalf("timer at %v %v, want 300ms", at, ok)
 	}
@@ -73,7 +73,7 @@ func TestWaitReleasedByStatsAndTimer(t *testing.T) {
 	}
 	// The affine backend frees a slot: released there.
 	out := r.OnStats(200*ms, &gateway.Stats{Backend: affine, Seq: 2, Capacity: 1, Active: 0}, nil)
-	if len(out) != 1 || out[0].Decision.Kind != policy.Dispatch || out[0].Decision.Backend != affine {
+	if len(out) != 1 || out[0].Decision.Kind != policy.Dispatch || out[0].Decision.Backend != BackendID(affine) {
 		t.Fatalf("released %+v, want dispatch to %d", out, affine)
 	}
 	if r.Waiting() != 0 || r.Views()[affine].Queued != 0 {
@@ -81,11 +81,11 @@ func TestWaitReleasedByStatsAndTimer(t *testing.T) {
 	}
 	// Another request waits, then overflows at its deadline.
 	r.OnStats(210*ms, &gateway.Stats{Backend: affine, Seq: 3, Capacity: 1, Active: 1}, nil)
-	if d := r.Route(250*ms, 2, 99); d.Kind != policy.Wait {
+	if d := r.route(250*ms, 2, 99); d.Kind != policy.Wait {
 		t.Fatalf("second request: %v, want wait", d.Kind)
 	}
 	out = r.OnTimer(550*ms, nil)
-	if len(out) != 1 || out[0].Decision.Kind != policy.Dispatch || out[0].Decision.Backend == affine {
+	if len(out) != 1 || out[0].Decision.Kind != policy.Dispatch || out[0].Decision.Backend == BackendID(affine) {
 		t.Fatalf("at the deadline: %+v, want overflow", out)
 	}
 }
@@ -95,7 +95,7 @@ func TestCancelWaiter(t *testing.T) {
 	for b := range 2 {
 		r.OnStats(0, &gateway.Stats{Backend: b, Seq: 1, Capacity: 1, Active: 1}, nil)
 	}
-	d := r.Route(0, 7, 1)
+	d := r.route(0, 7, 1)
 	if d.Kind != policy.Wait || !r.Cancel(7) || r.Cancel(7) {
 		t.Fatal("cancel of a waiting request failed or repeated")
 	}
@@ -105,4 +105,14 @@ func TestCancelWaiter(t *testing.T) {
 	if _, ok := r.NextTimer(); ok {
 		t.Error("timer left after the only waiter left")
 	}
+}
+
+// route and routeTokens are Route for a request with only a session, and
+// with its tokens.
+func (r *Router) route(now time.Duration, id, session uint64) Decision {
+	return r.Route(now, id, Ask{Session: session})
+}
+
+func (r *Router) routeTokens(now time.Duration, id, session uint64, tokens int) Decision {
+	return r.Route(now, id, Ask{Session: session, Tokens: tokens})
 }

@@ -184,9 +184,10 @@ type attempt struct {
 	gwAt    time.Duration // arrival at the gateway
 	preempt int           // times the engine preempted it
 	limit   int           // the context limit a refusal named
-	// tried lists the backends that refused it before its first byte; told
-	// is set once its router has heard how the last of them ended.
-	tried   []int
+	// retry holds the backends that refused it before its first byte (by
+	// their IDs at its pool's router); told is set once its router has
+	// heard how the last of them ended.
+	retry   router.Retry
 	told    bool
 	refusal client.Failure // the last refusal's kind
 	// streaming: its engine has sent the first token, so a failure now
@@ -573,7 +574,7 @@ func (s *simulation) handle(e *event) error {
 				s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(client.TooLong)})
 				break
 			}
-			d := rs.subs[a.pool].RouteTokens(s.now, a.id, a.sess.key, a.tokens())
+			d := rs.subs[a.pool].Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens()})
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
 			s.markWeights(a.router)
@@ -724,11 +725,12 @@ func PoolFor(pools []Pool, total int) int {
 }
 
 // global turns a pool router's decision into one about the fleet's backends.
-func (s *simulation) global(pool int, d policy.Decision) policy.Decision {
+func (s *simulation) global(pool int, d router.Decision) policy.Decision {
+	out := policy.Decision{Kind: d.Kind, Backend: -1, Until: d.Until, Reason: d.Reason}
 	if d.Kind == policy.Dispatch || d.Kind == policy.Wait {
-		d.Backend = s.members[pool][d.Backend]
+		out.Backend = s.members[pool][d.Backend]
 	}
-	return d
+	return out
 }
 
 // endSession removes a session; an open-loop one is a turn that ended. A
@@ -805,7 +807,7 @@ func (s *simulation) startTurn(ss *session, t workload.Turn) {
 
 func (s *simulation) sendAttempt(ss *session) {
 	s.nextID++
-	a := &attempt{id: s.nextID, sess: ss, router: ss.router, backend: -1}
+	a := &attempt{id: s.nextID, sess: ss, router: ss.router, backend: -1, retry: router.NewRetry(s.cfg.RouterAttempts, nil)}
 	s.attempts.put(a.id, a)
 	deadline := ss.turn.Attempt(s.now)
 	s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evRouterArrive, id: a.id})
@@ -816,10 +818,10 @@ func (s *simulation) sendAttempt(ss *session) {
 
 // apply carries out a router's decision about attempt a.
 func (s *simulation) apply(a *attempt, d policy.Decision) {
-	if d.Kind == policy.Dispatch && slices.Contains(a.tried, d.Backend) {
+	if d.Kind == policy.Dispatch && !a.retry.Accept(router.Decision{Kind: d.Kind, Backend: router.BackendID(s.local[d.Backend])}) {
 		// A retry that waited, then was placed on a backend that already
 		// refused it (no other was eligible): never send it there again.
-		s.routers[a.router].subs[a.pool].Undispatch(s.local[d.Backend])
+		s.routers[a.router].subs[a.pool].Undispatch(router.BackendID(s.local[d.Backend]))
 		s.giveUp(a)
 		return
 	}
@@ -836,7 +838,7 @@ func (s *simulation) apply(a *attempt, d policy.Decision) {
 	case policy.Wait:
 		a.place = atRouter
 	default:
-		if len(a.tried) > 0 { // a retry that waited, then found no backend: the last refusal
+		if a.retry.Tried() > 0 { // a retry that waited, then found no backend: the last refusal
 			s.giveUp(a)
 			return
 		}
@@ -920,31 +922,30 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 	rs := s.routers[a.router]
 	s.syncRegion(rs.region)
 	sub, b := rs.subs[a.pool], a.backend
-	fits := f != client.Invalid || sub.OthersFit(s.local[b], a.tokens())
+	id := router.BackendID(s.local[b])
+	ref := router.Refusal{Kind: router.Errored, NeverSent: neverSent}
 	switch f {
-	case client.Errored: // a refused connection, or one that broke before the first byte
-		s.tellRouter(a, router.Result{Kind: router.Errored})
-		if !neverSent {
-			break
-		}
-		// Refused: the request never arrived, and the backend takes nothing
-		// more from this router until its stats say otherwise.
-		sub.Undispatch(s.local[b])
+	case client.Rejected:
+		ref = router.Refusal{Kind: router.Overloaded}
+	case client.Invalid:
+		// The simulated gateway refuses it before counting it (the live one
+		// counts it, then reports it done): either way nothing stays pending.
+		ref = router.Refusal{Kind: router.TooLong, Uncounted: true, OthersFit: sub.OthersFit(id, a.tokens())}
+	}
+	step := a.retry.Refused(id, ref)
+	if step.Report {
+		s.tellRouter(a, router.Result{Kind: ref.Kind, Tokens: a.tokens(), Limit: a.limit})
+	}
+	if step.Undispatch {
+		sub.Undispatch(id)
+	}
+	if step.Disable {
 		if rs.refused == nil {
 			rs.refused = make([]bool, len(s.backends))
 		}
 		if !rs.refused[b] {
 			rs.refused[b] = true
-			sub.SetEligible(s.local[b], false)
-		}
-	case client.Rejected:
-		s.tellRouter(a, router.Result{Kind: router.Overloaded})
-	case client.Invalid:
-		// The simulated gateway refuses it before counting it (the live one
-		// counts it, then reports it done): either way nothing stays pending.
-		sub.Undispatch(s.local[b])
-		if fits { // else the 400 goes to the client as the request's own fault
-			s.tellRouter(a, router.Result{Kind: router.TooLong, Tokens: a.tokens(), Limit: a.limit})
+			sub.SetEligible(id, false)
 		}
 	}
 	if a.done {
@@ -952,13 +953,8 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 		return
 	}
 	a.told, a.refusal = true, f
-	a.tried = append(a.tried, b)
-	if len(a.tried) < s.cfg.RouterAttempts && fits {
-		exclude := make([]int, len(a.tried))
-		for i, t := range a.tried {
-			exclude[i] = s.local[t]
-		}
-		if d := sub.RouteWith(s.now, a.id, a.sess.key, a.tokens(), exclude); d.Kind != policy.Reject {
+	if step.Again {
+		if d := sub.Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens(), Exclude: a.retry.Exclude()}); d.Kind != policy.Reject {
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
 			s.markWeights(a.router)
@@ -1230,7 +1226,7 @@ func (s *simulation) deliver(b, region int) {
 	for _, ri := range s.byRegion[region] {
 		if rs := s.routers[ri]; rs.refused != nil && rs.refused[b] {
 			rs.refused[b] = false // it answers again
-			rs.subs[p].SetEligible(s.local[b], true)
+			rs.subs[p].SetEligible(router.BackendID(s.local[b]), true)
 		}
 		s.outcomes = s.routers[ri].subs[p].OnStats(s.now, latest, s.outcomes[:0])
 		s.applyOutcomes(p)

@@ -42,7 +42,7 @@ func (s *simulation) setupFaults() {
 // tellRouter lets the attempt's router hear how it ended at its backend.
 func (s *simulation) tellRouter(a *attempt, res router.Result) {
 	if s.track && a.backend >= 0 {
-		s.routers[a.router].r.OnResult(s.now, a.backend, res)
+		s.routers[a.router].r.OnResult(s.now, router.BackendID(a.backend), res)
 	}
 }
 
@@ -185,7 +185,7 @@ func (s *simulation) faulted(a *attempt) bool {
 		}
 		// Failed before the gateway counted it: its router must not keep it
 		// pending (a live gateway counts it, then reports it done).
-		s.routers[a.router].subs[a.pool].Undispatch(s.local[b])
+		s.routers[a.router].subs[a.pool].Undispatch(router.BackendID(s.local[b]))
 		fail(client.Errored)
 	default:
 		return false
@@ -262,7 +262,7 @@ func (s *simulation) probe(r int) {
 			continue
 		}
 		rtt := s.cfg.Latency[rs.region][bs.spec.Region] + s.cfg.Latency[bs.spec.Region][rs.region] + s.pathDelay(b) + s.pathDelay(b)
-		rs.r.OnProbe(s.now, b, rtt)
+		rs.r.OnProbe(s.now, router.BackendID(b), rtt)
 	}
 }
 

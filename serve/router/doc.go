@@ -17,8 +17,13 @@
 // waits RTT/2 plus an exponential delay of mean jitter, as the simulator's
 // path fault), signed the same way; no client header can do either.
 // Hooks let an in-process caller watch every dispatch and gateway report.
-// A gateway that restarts (a new boot id) or a new backend rebuilds the
-// placement core, and waiting requests are placed again.
+// The placement core is built once; backends join and leave it by a stable
+// ID (router.BackendID), so a new, restarted (a new boot id) or departed
+// backend leaves every other backend's state alone, and waiting requests
+// are placed again. Requests read the backends from an immutable snapshot
+// (an atomic.Pointer published whole on every membership change) and keep
+// no position across an unlock; every lock is released with defer. /health
+// answers 503 when the run loop has not gone round for DefaultStuckAfter.
 //
 // The session key is openai.SessionKey: X-Session-ID, else the body's user,
 // else a hash of the leading messages. Proxying follows DESIGN's rules:
@@ -27,7 +32,8 @@
 // bounded; streamed bytes are flushed at once (but for a
 // final [DONE], which leaves with the end of the body); an attempt refused before its
 // first byte (503, 429, 502 or a refused connection) is retried on a backend
-// not yet tried, up to MaxAttempts; a client that goes away cancels the
+// not yet tried, up to MaxAttempts, by the rule the simulator shares
+// (router.Retry); a client that goes away cancels the
 // upstream request; a failure after the first byte ends the stream with an
 // SSE error event. A prompt longer than a backend's max_model_len (from its
 // stats, or learned from its context-length 400s, after which the request

@@ -48,9 +48,11 @@ func (l *Local) Open(gatewayURL string, h http.Handler) error {
 // Close refuses new requests and waits for those in flight to end, or for
 // ctx to end.
 func (l *Local) Close(ctx context.Context) error {
-	l.mu.Lock()
-	l.handler = nil
-	l.mu.Unlock()
+	func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.handler = nil
+	}()
 	done := make(chan struct{})
 	go func() {
 		l.active.Wait()

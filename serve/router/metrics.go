@@ -73,10 +73,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for st, n := range states {
 		ch <- prometheus.MustNewConstMetric(descBackends, prometheus.GaugeValue, float64(n), st)
 	}
-	c.s.mu.Lock()
-	waiting := len(c.s.waits)
-	c.s.mu.Unlock()
-	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(waiting))
+	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(c.s.waiting()))
 	ch <- prometheus.MustNewConstMetric(descLinks, prometheus.GaugeValue, float64(c.s.Links()))
 	if c.s.verify != nil {
 		_, rej := c.s.verify.Counts()
@@ -84,4 +81,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descAuth, prometheus.CounterValue, float64(n), r)
 		}
 	}
+}
+
+// waiting is how many requests wait at the router.
+func (s *Server) waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waits)
 }

@@ -110,14 +110,12 @@ func (s *Server) Path(name string) netsim.Path {
 
 // backendHost is the host of backend name's URL as it is now.
 func (s *Server) backendHost(name string) (string, error) {
-	s.mu.Lock()
 	u := ""
-	for _, b := range s.backends {
+	for _, b := range s.table.Load().list {
 		if b.name == name {
 			u = b.url
 		}
 	}
-	s.mu.Unlock()
 	if u == "" {
 		return "", fmt.Errorf("router: no backend %q", name)
 	}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/stargate-llm/stargate/policy"
@@ -77,10 +76,14 @@ func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string) {
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Authorization", "Cookie"}
 
-func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
+func (s *Server) accept() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.counts.Accepted++
-	s.mu.Unlock()
+}
+
+func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
+	s.accept()
 	if s.cfg.APIKeys != nil && !s.cfg.APIKeys.Allowed(r) {
 		s.reject(w, http.StatusUnauthorized, ReasonUnauthorized, "missing or unknown API key; send Authorization: Bearer KEY")
 		return
@@ -126,32 +129,64 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	s.route(w, r, body, session, prompt, tokens, req.Stream)
 }
 
+// table is the router's backends as one immutable snapshot (see
+// Server.table): what a request needs of them, by stable ID.
+type table struct {
+	list []target // in the core's order
+	byID map[rcore.BackendID]target
+}
+
+// target is a backend as a snapshot holds it.
+type target struct {
+	id          rcore.BackendID
+	name, url   string
+	static      bool
+	maxModelLen int
+}
+
+// tooShort lists the backends whose context is shorter than prompt tokens.
+func (t *table) tooShort(prompt int) []rcore.BackendID {
+	var out []rcore.BackendID
+	for _, b := range t.list {
+		if b.maxModelLen > 0 && prompt >= b.maxModelLen {
+			out = append(out, b.id)
+		}
+	}
+	return out
+}
+
+func (t *table) longestContext() int {
+	n := 0
+	for _, b := range t.list {
+		n = max(n, b.maxModelLen)
+	}
+	return n
+}
+
 // route places the request and proxies it, retrying before the first byte on
-// backends not yet tried.
+// backends not yet tried. It holds no lock across a step and keeps no
+// position: backends are named by ID, and a backend that left meanwhile is
+// simply not found.
 func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, session uint64, prompt, tokens int, stream bool) {
 	ctx := r.Context()
 	if s.cfg.Local != nil { // an in-process gateway need not read the body again
 		ctx = openai.WithRead(ctx, openai.Read{Prompt: prompt, Session: session})
 	}
-	s.mu.Lock()
-	if s.core == nil {
-		s.mu.Unlock()
+	tbl := s.table.Load()
+	if len(tbl.list) == 0 {
 		s.reject(w, http.StatusServiceUnavailable, ReasonNoBackend, "no backend has registered yet")
 		return
 	}
-	s.nextID++
-	id := s.nextID
-	exclude := s.tooShort(prompt)
-	if len(exclude) == len(s.backends) {
-		longest := s.longestContext()
-		s.mu.Unlock()
-		s.reject(w, http.StatusBadRequest, ReasonTooLong, fmt.Sprintf("the prompt has %d tokens; the longest context of any backend is %d", prompt, longest))
+	skip := tbl.tooShort(prompt)
+	if len(skip) == len(tbl.list) {
+		s.reject(w, http.StatusBadRequest, ReasonTooLong, fmt.Sprintf("the prompt has %d tokens; the longest context of any backend is %d", prompt, tbl.longestContext()))
 		return
 	}
-	s.mu.Unlock()
+	id := s.requestID()
+	retry := rcore.NewRetry(s.cfg.MaxAttempts, skip)
 	var last *attemptResult
-	for attempt := 0; attempt < s.cfg.MaxAttempts; attempt++ {
-		d, b, ok := s.decide(ctx, id, session, tokens, exclude)
+	for again := true; again; {
+		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude()})
 		if !ok {
 			s.end(ReasonClientCancelled, true)
 			return
@@ -163,46 +198,40 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 			s.reject(w, http.StatusTooManyRequests, ReasonPolicy, "no backend can take the request now: "+d.Reason)
 			return
 		}
-		if slices.Contains(exclude, b.index) {
+		if !retry.Accept(d) {
 			// Every backend has refused it: never retry on one already tried.
-			s.mu.Lock()
-			s.core.Undispatch(b.index)
-			s.mu.Unlock()
-			s.settleStatic(b)
+			s.undispatch(b)
 			break
 		}
-		s.mu.Lock()
-		s.counts.Attempts++
-		if attempt > 0 {
-			s.counts.Retries++
+		s.counted(retry.Tried())
+		if b.url == "" {
+			// The backend left between the pick and now: nothing was sent.
+			last = &attemptResult{neverSent: true, msg: fmt.Sprintf("backend %d left the router", d.Backend)}
+			again = retry.Refused(d.Backend, rcore.Refusal{Kind: rcore.Errored}).Again
+			continue
 		}
-		s.mu.Unlock()
 		if h := s.cfg.Hooks.Dispatch; h != nil {
 			h(DispatchEvent{At: time.Now(), Router: s.cfg.ID, Backend: b.name, Session: session, Tokens: tokens})
 		}
 		res := s.attempt(ctx, w, r, b, body, stream, tokens)
-		s.report(b, res, tokens)
-		s.settleStatic(b)
 		if res.done {
+			s.report(b, res, tokens)
+			s.settleStatic(b)
 			s.end(res.reason, true)
 			return
 		}
 		last = res
-		exclude = append(exclude, b.index)
-		if res.neverSent {
+		step := retry.Refused(b.id, res.refusal())
+		if step.Report {
+			s.report(b, res, tokens)
+		}
+		s.settleStatic(b)
+		if step.Undispatch || step.Disable {
 			// The connection was refused: the request never arrived, and the
 			// backend is down until its stats say otherwise.
-			s.mu.Lock()
-			if b.index < len(s.backends) && s.backends[b.index].name == b.name {
-				s.core.Undispatch(b.index)
-				if bk := s.backends[b.index]; !bk.static && !bk.refused {
-					bk.refused = true
-					s.core.SetEligible(b.index, false)
-					s.log.Warn("backend failed: connection refused", "backend", b.name)
-				}
-			}
-			s.mu.Unlock()
+			s.refusedConnection(b, step)
 		}
+		again = step.Again
 		if ctx.Err() != nil {
 			s.end(ReasonClientCancelled, true)
 			return
@@ -228,61 +257,122 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		w.Header().Set("Retry-After", "1")
 	}
 	openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError",
-		fmt.Sprintf("router: %d backends refused the request before answering; last: %s", refused(exclude), last.msg))
+		fmt.Sprintf("router: %d backends refused the request before answering; last: %s", refused(retry.Exclude()), last.msg))
+}
+
+// requestID numbers a request for the core's wait queue.
+func (s *Server) requestID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	return s.nextID
+}
+
+// counted counts an attempt, and a retry after the first (attempt is the
+// number of attempts before it).
+func (s *Server) counted(attempt int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts.Attempts++
+	if attempt > 0 {
+		s.counts.Retries++
+	}
+}
+
+// undispatch takes back a dispatch to b that was never sent.
+func (s *Server) undispatch(b target) {
+	func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.core.Undispatch(b.id)
+	}()
+	s.settleStatic(b)
+}
+
+// refusedConnection carries out the retry rule's step for a refused
+// connection: it takes back the dispatch, and keeps the backend (unless
+// static) from new requests until its next stats message.
+func (s *Server) refusedConnection(b target, step rcore.Step) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if step.Undispatch {
+		s.core.Undispatch(b.id)
+	}
+	if bk, ok := s.backends[b.id]; ok && step.Disable && !bk.static && !bk.refused {
+		bk.refused = true
+		s.core.SetEligible(b.id, false)
+		s.log.Warn("backend failed: connection refused", "backend", b.name)
+	}
 }
 
 // refused counts the distinct backends in exclude.
-func refused(exclude []int) int {
-	seen := map[int]bool{}
+func refused(exclude []rcore.BackendID) int {
+	seen := map[rcore.BackendID]bool{}
 	for _, b := range exclude {
 		seen[b] = true
 	}
 	return len(seen)
 }
 
-// target is a decision's backend as it was at decision time.
-type target struct {
-	index  int
-	name   string
-	url    string
-	static bool
-}
-
 // decide asks the core, waiting if the policy says so; ok is false if the
-// client went away first.
-func (s *Server) decide(ctx context.Context, id, session uint64, tokens int, exclude []int) (policy.Decision, target, bool) {
-	s.mu.Lock()
-	d := s.core.RouteWith(s.now(), id, session, tokens, exclude)
-	var ch chan policy.Decision
-	if d.Kind == policy.Wait {
-		ch = make(chan policy.Decision, 1)
-		s.waits[id] = &waitEntry{session: session, tokens: tokens, exclude: exclude, ch: ch}
-		signal(s.timerSet)
-	}
-	s.mu.Unlock()
+// client went away first. On Dispatch, b is the backend as the latest
+// snapshot holds it (its url empty if it has left since).
+func (s *Server) decide(ctx context.Context, id uint64, q rcore.Ask) (d rcore.Decision, b target, ok bool) {
+	d, ch := s.place(id, q)
 	if ch != nil {
 		select {
 		case d = <-ch:
 		case <-ctx.Done():
-			s.mu.Lock()
-			s.core.Cancel(id)
-			delete(s.waits, id)
-			s.mu.Unlock()
+			s.cancel(id)
 			return d, target{}, false
 		}
 	}
 	if d.Kind != policy.Dispatch {
 		return d, target{}, true
 	}
+	return d, s.claim(d.Backend), true
+}
+
+// place asks the core; on Wait, ch will carry the decision.
+func (s *Server) place(id uint64, q rcore.Ask) (rcore.Decision, chan rcore.Decision) {
 	s.mu.Lock()
-	b := s.backends[d.Backend]
-	t := target{index: d.Backend, name: b.name, url: b.url, static: b.static}
-	if b.static {
+	defer s.mu.Unlock()
+	if s.core == nil {
+		return rcore.Decision{Kind: policy.Reject, Backend: rcore.NoBackend, Reason: "no backend"}, nil
+	}
+	d := s.core.Route(s.now(), id, q)
+	if d.Kind != policy.Wait {
+		return d, nil
+	}
+	ch := make(chan rcore.Decision, 1)
+	s.waits[id] = &waitEntry{ch: ch}
+	signal(s.timerSet)
+	return d, ch
+}
+
+// cancel forgets a waiting request whose client went away.
+func (s *Server) cancel(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.core.Cancel(id)
+	delete(s.waits, id)
+}
+
+// claim resolves a dispatch's backend by ID in the latest snapshot and, for
+// a static backend, counts the attempt as in flight.
+func (s *Server) claim(id rcore.BackendID) target {
+	t := s.table.Load().byID[id]
+	t.id = id
+	if !t.static {
+		return t
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.backends[id]; ok {
 		b.inflight++
 		b.last.Received++
 	}
-	s.mu.Unlock()
-	return d, t, true
+	return t
 }
 
 // settleStatic ends an attempt at a static backend. No gateway reports such
@@ -296,35 +386,15 @@ func (s *Server) settleStatic(t target) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t.index >= len(s.backends) || s.backends[t.index].name != t.name {
+	b, ok := s.backends[t.id]
+	if !ok {
 		return
 	}
-	b := s.backends[t.index]
 	b.inflight = max(b.inflight-1, 0)
 	b.last.Seq++
 	b.last.Active = b.inflight
-	s.outBuf = s.core.OnStats(s.now(), s.coreStats(t.index, &b.last), s.outBuf[:0])
+	s.outBuf = s.core.OnStats(s.now(), s.coreStats(t.id, &b.last), s.outBuf[:0])
 	s.deliver(s.outBuf)
-}
-
-// tooShort lists backends whose context is shorter than prompt tokens.
-// Called with mu held.
-func (s *Server) tooShort(prompt int) []int {
-	var out []int
-	for i, b := range s.backends {
-		if b.last.MaxModelLen > 0 && prompt >= b.last.MaxModelLen {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-func (s *Server) longestContext() int {
-	n := 0
-	for _, b := range s.backends {
-		n = max(n, b.last.MaxModelLen)
-	}
-	return n
 }
 
 // attemptResult says how one attempt went. done means the client has its
@@ -360,9 +430,7 @@ func (s *Server) report(b target, res *attemptResult, tokens int) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i, ok := s.core.Lookup(b.name); ok {
-		s.core.OnResult(s.now(), i, r)
-	}
+	s.core.OnResult(s.now(), b.id, r)
 }
 
 func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Request, b target, body []byte, stream bool, tokens int) *attemptResult {
@@ -498,6 +566,20 @@ func (s *Server) upstream(ctx context.Context, r *http.Request, b target, body [
 // forwardedHeaders are the backend's answer headers the client gets.
 var forwardedHeaders = []string{"Content-Type", "Cache-Control", "x-should-retry", "Retry-After"}
 
+// refusal is how an attempt that the client did not get was refused, for
+// the retry rule: a refused connection, an overload answer, a
+// context-length refusal (which the gateway counted, and which another
+// backend fits, or the client would have got it) or an error.
+func (r *attemptResult) refusal() rcore.Refusal {
+	switch {
+	case r.status == http.StatusBadRequest && r.limit >= 0:
+		return rcore.Refusal{Kind: rcore.TooLong, OthersFit: true}
+	case r.status == http.StatusServiceUnavailable || r.status == http.StatusTooManyRequests:
+		return rcore.Refusal{Kind: rcore.Overloaded}
+	}
+	return rcore.Refusal{Kind: rcore.Errored, NeverSent: r.neverSent}
+}
+
 func (r attemptResult) end(reason string) *attemptResult {
 	r.done, r.reason = true, reason
 	return &r
@@ -508,11 +590,7 @@ func (r attemptResult) end(reason string) *attemptResult {
 func (s *Server) anotherFits(b target, tokens int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.core.Lookup(b.name)
-	if !ok {
-		i = -1 // b is gone: any backend is another
-	}
-	return s.core.OthersFit(i, tokens)
+	return s.core.OthersFit(b.id, tokens) // b gone: any backend is another
 }
 
 // sseError starts an in-stream error event.

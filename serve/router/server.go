@@ -10,9 +10,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	core "github.com/stargate-llm/stargate/gateway"
@@ -140,8 +140,10 @@ func (c Config) Validate(reg *policy.Registry) error {
 // slash, so that request paths append to it.
 func backendURL(u string) string { return strings.TrimRight(u, "/") }
 
-// backend is the router's record of one backend.
+// backend is the router's record of one backend, kept by its ID under
+// Server.mu.
 type backend struct {
+	id                rcore.BackendID
 	name, url, region string
 	static            bool
 	// discovered: found by a discovery source (Kubernetes), which may
@@ -172,8 +174,20 @@ type Server struct {
 	// links is the transport's link layer (nil without Config.Link).
 	links *link.Transport
 
+	// table is the backends as one immutable snapshot, published whole
+	// under mu whenever one joins, leaves or changes address or limit; a
+	// request reads it without the lock.
+	table atomic.Pointer[table]
+	// beat is when the run loop last went round (time since start, in ns);
+	// 0 while it is not running. /health fails when it is older than
+	// stuckAfter.
+	beat       atomic.Int64
+	stuckAfter time.Duration
+
 	mu       sync.Mutex
-	backends []*backend
+	backends map[rcore.BackendID]*backend
+	// core is built with the first backend and never again: backends join
+	// and leave it by ID (Add, Remove), keeping every other one's state.
 	core     *rcore.Router
 	waits    map[uint64]*waitEntry
 	nextID   uint64
@@ -183,10 +197,7 @@ type Server struct {
 }
 
 type waitEntry struct {
-	session uint64
-	tokens  int
-	exclude []int
-	ch      chan policy.Decision // capacity 1
+	ch chan rcore.Decision // capacity 1
 }
 
 // New builds a router replica.
@@ -215,16 +226,19 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	}
 	paths := netsim.New(tr, cfg.Seed)
 	s := &Server{links: links, cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: paths},
-		paths: paths, waits: make(map[uint64]*waitEntry), timerSet: make(chan struct{}, 1)}
+		paths: paths, waits: make(map[uint64]*waitEntry), timerSet: make(chan struct{}, 1),
+		backends: make(map[rcore.BackendID]*backend), stuckAfter: DefaultStuckAfter}
 	if len(cfg.Key.Secret) > 0 {
 		s.verify = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
 	}
+	s.table.Store(&table{byID: map[rcore.BackendID]target{}})
+	var static []*backend
 	for _, b := range cfg.Static {
-		s.backends = append(s.backends, &backend{name: b.Name, url: backendURL(b.URL), static: true,
+		static = append(static, &backend{name: b.Name, url: backendURL(b.URL), static: true,
 			last: wire.Stats{Backend: b.Name, Capacity: b.Capacity}, lastSeen: time.Now()})
 	}
-	if len(s.backends) > 0 {
-		if err := s.rebuild(); err != nil {
+	if len(static) > 0 {
+		if err := s.build(static); err != nil {
 			return nil, err
 		}
 	}
@@ -245,36 +259,76 @@ func (s *Server) Run(ctx context.Context) {
 	defer probe.Stop()
 	var probes sync.WaitGroup
 	defer probes.Wait()
+	defer s.beat.Store(0)
 	for {
-		s.mu.Lock()
-		wait := time.Hour
-		if s.core != nil {
-			if at, ok := s.core.NextTimer(); ok {
-				wait = max(at-s.now(), 0)
-			}
-		}
-		s.mu.Unlock()
-		timer.Reset(wait)
+		s.beat.Store(max(int64(s.now()), 1))
+		timer.Reset(s.nextWait())
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.timerSet:
 		case <-live.C:
-			s.mu.Lock()
-			if s.core != nil {
-				s.core.Expire(s.now())
-			}
-			s.mu.Unlock()
+			s.expire()
 		case <-probe.C:
 			s.probeAll(ctx, &probes)
 		case <-timer.C:
-			s.mu.Lock()
-			if s.core != nil {
-				s.outBuf = s.core.OnTimer(s.now(), s.outBuf[:0])
-				s.deliver(s.outBuf)
-			}
-			s.mu.Unlock()
+			s.fire()
 		}
+	}
+}
+
+// DefaultStuckAfter is how long the run loop may go without a round (it
+// goes round at least every 100 ms) before /health reports the router
+// stuck.
+const DefaultStuckAfter = 5 * time.Second
+
+// stuck reports whether the run loop is running but has not gone round for
+// longer than stuckAfter, and for how long.
+func (s *Server) stuck() (time.Duration, bool) {
+	beat := s.beat.Load()
+	if beat == 0 {
+		return 0, false
+	}
+	late := s.now() - time.Duration(beat)
+	return late, late > s.stuckAfter
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	if late, stuck := s.stuck(); stuck {
+		http.Error(w, fmt.Sprintf("router stuck: its run loop last went round %v ago", late.Round(time.Millisecond)), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// nextWait is how long the run loop may sleep before the core's next timer.
+func (s *Server) nextWait() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.core != nil {
+		if at, ok := s.core.NextTimer(); ok {
+			return max(at-s.now(), 0)
+		}
+	}
+	return time.Hour
+}
+
+// expire fails the backends whose heartbeat TTL ran out.
+func (s *Server) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.core != nil {
+		s.core.Expire(s.now())
+	}
+}
+
+// fire asks again the waiting requests whose deadline passed.
+func (s *Server) fire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.core != nil {
+		s.outBuf = s.core.OnTimer(s.now(), s.outBuf[:0])
+		s.deliver(s.outBuf)
 	}
 }
 
@@ -296,14 +350,7 @@ func (s *Server) Close() {
 
 // probeAll measures the round trip to every backend's /health, in parallel.
 func (s *Server) probeAll(ctx context.Context, wg *sync.WaitGroup) {
-	s.mu.Lock()
-	type target struct{ name, url string }
-	targets := make([]target, len(s.backends))
-	for i, b := range s.backends {
-		targets[i] = target{b.name, b.url}
-	}
-	s.mu.Unlock()
-	for _, t := range targets {
+	for _, t := range s.table.Load().list {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -324,40 +371,56 @@ func (s *Server) probeAll(ctx context.Context, wg *sync.WaitGroup) {
 			if resp.StatusCode != http.StatusOK {
 				return
 			}
-			s.probed(t.name, rtt)
+			s.probed(t.id, rtt)
 		}()
 	}
 }
 
 // probed applies an answered probe: the path estimate, and for a static
 // backend a heartbeat.
-func (s *Server) probed(name string, rtt time.Duration) {
+func (s *Server) probed(id rcore.BackendID, rtt time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.core == nil {
-		return
-	}
-	i, ok := s.core.Lookup(name)
-	if !ok {
+	b, ok := s.backends[id]
+	if !ok { // gone since the probe started
 		return
 	}
 	now := s.now()
-	s.core.OnProbe(now, i, rtt)
-	if b := s.backends[i]; b.static {
+	s.core.OnProbe(now, id, rtt)
+	if b.static {
 		b.lastSeen = time.Now()
 		b.last.Seq++
-		s.outBuf = s.core.OnStats(now, s.coreStats(i, &b.last), s.outBuf[:0])
+		s.outBuf = s.core.OnStats(now, s.coreStats(id, &b.last), s.outBuf[:0])
 		s.deliver(s.outBuf)
 	}
 }
 
-// rebuild makes a new placement core over the current backends, as when one
-// joins or restarts, and asks again for every waiting request. Called with
-// mu held.
-func (s *Server) rebuild() error {
-	pb := make([]policy.Backend, len(s.backends))
-	rb := make([]rcore.Backend, len(s.backends))
-	for i, b := range s.backends {
+// add makes b a backend: the first one builds the placement core, later
+// ones join it by ID, leaving every other backend's state alone. Waiting
+// requests are asked again. Called with mu held.
+func (s *Server) add(b *backend) error {
+	if s.core == nil {
+		return s.build([]*backend{b})
+	}
+	rb := rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen}
+	id, out, err := s.core.Add(s.now(), rb, s.outBuf[:0])
+	if err != nil {
+		return fmt.Errorf("router %s: %w", s.cfg.ID, err)
+	}
+	b.id, s.backends[id] = id, b
+	s.publish() // before any waiting request hears of the new backend
+	s.outBuf = out
+	s.deliver(s.outBuf)
+	signal(s.timerSet)
+	return nil
+}
+
+// build makes the placement core over the first backends, which get IDs 0,
+// 1, ... in order. Called with mu held, or before the server runs.
+func (s *Server) build(bs []*backend) error {
+	pb := make([]policy.Backend, len(bs))
+	rb := make([]rcore.Backend, len(bs))
+	for i, b := range bs {
 		pb[i] = policy.Backend{Name: b.name, Key: policy.KeyOf(b.name)}
 		rb[i] = rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen}
 	}
@@ -369,36 +432,52 @@ func (s *Server) rebuild() error {
 	if err != nil {
 		return fmt.Errorf("router %s: %w", s.cfg.ID, err)
 	}
+	// The core's clock starts at 0: each backend was heard from now.
 	now := s.now()
-	for i, b := range s.backends {
-		c.SetEligible(i, !b.refused)
-		// Replay what each backend said last; one silent for longer than the
-		// TTL is left to expire.
-		if time.Since(b.lastSeen) <= s.cfg.Liveness.HeartbeatTTL || s.cfg.Liveness.HeartbeatTTL == 0 {
-			st := s.coreStats(i, &b.last)
-			st.Seq = 1
-			s.outBuf = c.OnStats(now, st, s.outBuf[:0])
-		}
+	for i, b := range bs {
+		b.id = rcore.BackendID(i)
+		st := s.coreStats(b.id, &b.last)
+		st.Seq = 1
+		s.outBuf = c.OnStats(now, st, s.outBuf[:0])
+		s.backends[b.id] = b
 	}
 	s.core = c
-	ids := make([]uint64, 0, len(s.waits))
-	for id := range s.waits {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		w := s.waits[id]
-		if d := c.RouteWith(now, id, w.session, w.tokens, w.exclude); d.Kind != policy.Wait {
-			w.ch <- d
-			delete(s.waits, id)
-		}
-	}
+	s.publish()
 	signal(s.timerSet)
 	return nil
 }
 
-func (s *Server) coreStats(i int, m *wire.Stats) *core.Stats {
-	return &core.Stats{Backend: i, Seq: m.Seq, Capacity: max(m.Capacity, 1), Active: m.Active, Waiting: m.Waiting,
+// remove forgets backend id; requests waiting for it are asked again.
+// Called with mu held.
+func (s *Server) remove(id rcore.BackendID) {
+	out, err := s.core.Remove(s.now(), id, s.outBuf[:0])
+	if err != nil {
+		s.log.Error("removing a backend the core does not know", "id", id, "err", err)
+	}
+	delete(s.backends, id)
+	s.publish()
+	s.outBuf = out
+	s.deliver(s.outBuf)
+	signal(s.timerSet)
+}
+
+// publish stores a new snapshot of the backends, in the core's order.
+// Called with mu held.
+func (s *Server) publish() {
+	t := &table{byID: make(map[rcore.BackendID]target, len(s.backends))}
+	if s.core != nil {
+		for i := range s.core.Views() {
+			b := s.backends[s.core.ID(i)]
+			tg := target{id: b.id, name: b.name, url: b.url, static: b.static, maxModelLen: b.last.MaxModelLen}
+			t.list = append(t.list, tg)
+			t.byID[b.id] = tg
+		}
+	}
+	s.table.Store(t)
+}
+
+func (s *Server) coreStats(id rcore.BackendID, m *wire.Stats) *core.Stats {
+	return &core.Stats{Backend: int(id), Seq: m.Seq, Capacity: max(m.Capacity, 1), Active: m.Active, Waiting: m.Waiting,
 		InputTPS: m.InputTPS, MaxInputTPS: m.MaxInputTPS, Received: []uint64{m.Received}, Signals: m.Signals}
 }
 
@@ -427,7 +506,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
 	mux.HandleFunc("POST /v1/completions", s.complete)
 	mux.HandleFunc("GET /v1/models", s.models)
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /health", s.health)
 	mux.Handle("GET /metrics", s.met.handler())
 	mux.HandleFunc("GET /v1/stargate/backends", s.listBackends)
 	mux.HandleFunc("POST "+wire.PathStats, s.stats)
@@ -458,51 +537,61 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := slices.IndexFunc(s.backends, func(b *backend) bool { return b.name == m.Backend })
-	if i >= 0 && s.backends[i].static {
-		http.Error(w, fmt.Sprintf("backend %q is configured statically here; give the gateway another --id", m.Backend), http.StatusConflict)
+	if status, err := s.register(&m, msgID.Boot); err != nil {
+		http.Error(w, err.Error(), status)
 		return
-	}
-	rebuild := false
-	if i < 0 {
-		s.backends = append(s.backends, &backend{name: m.Backend})
-		i = len(s.backends) - 1
-		rebuild = true
-		s.log.Info("backend registered", "backend", m.Backend, "url", m.URL, "capacity", m.Capacity)
-	}
-	b := s.backends[i]
-	if b.boot != msgID.Boot {
-		rebuild = rebuild || b.boot != "" // a restarted gateway counts from zero again
-		b.boot = msgID.Boot
-	}
-	if b.last.Capacity != m.Capacity || b.last.MaxModelLen != m.MaxModelLen {
-		rebuild = true
-	}
-	b.url, b.region, b.last, b.lastSeen = backendURL(m.URL), m.Region, m, time.Now()
-	if h := s.cfg.Hooks.Report; h != nil {
-		h(ReportEvent{At: b.lastSeen, Router: s.cfg.ID, Backend: m.Backend, Signals: m.Signals != nil, Hardware: m.Signals != nil && m.Signals.Hardware})
-	}
-	if b.refused && !rebuild {
-		b.refused = false
-		s.core.SetEligible(i, true)
-	}
-	b.refused = false
-	if rebuild {
-		if err := s.rebuild(); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-	} else {
-		s.outBuf = s.core.OnStats(s.now(), s.coreStats(i, &m), s.outBuf[:0])
-		s.deliver(s.outBuf)
 	}
 	writeJSON(w, http.StatusOK, wire.StatsReply{Router: s.cfg.ID})
 }
 
-// drain stops (or resumes) new requests to a backend on an operator's
-// signed request; a draining backend finishes what it holds.
+// register applies a gateway's verified stats: the backend joins on first
+// sight; a new boot means its counts start again; a new address or limit
+// is published. On error, status is the HTTP status that says so.
+func (s *Server) register(m *wire.Stats, boot string) (status int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b *backend
+	if s.core != nil {
+		if id, ok := s.core.Lookup(m.Backend); ok {
+			b = s.backends[id]
+		}
+	}
+	if b != nil && b.static {
+		return http.StatusConflict, fmt.Errorf("backend %q is configured statically here; give the gateway another --id", m.Backend)
+	}
+	now := s.now()
+	if b == nil {
+		b = &backend{name: m.Backend, url: backendURL(m.URL), region: m.Region, boot: boot, last: *m, lastSeen: time.Now()}
+		if err := s.add(b); err != nil {
+			return http.StatusInternalServerError, err
+		}
+		s.log.Info("backend registered", "backend", m.Backend, "url", m.URL, "capacity", m.Capacity)
+	}
+	if b.boot != boot {
+		// A restarted gateway counts from zero again.
+		_ = s.core.Restarted(b.id)
+		b.boot = boot
+	}
+	republish := b.url != backendURL(m.URL) || b.last.MaxModelLen != m.MaxModelLen
+	if b.last.MaxModelLen != m.MaxModelLen {
+		_ = s.core.Advertise(now, b.id, m.MaxModelLen)
+	}
+	b.url, b.region, b.last, b.lastSeen = backendURL(m.URL), m.Region, *m, time.Now()
+	if republish {
+		s.publish()
+	}
+	if h := s.cfg.Hooks.Report; h != nil {
+		h(ReportEvent{At: b.lastSeen, Router: s.cfg.ID, Backend: m.Backend, Signals: m.Signals != nil, Hardware: m.Signals != nil && m.Signals.Hardware})
+	}
+	if b.refused {
+		b.refused = false
+		s.core.SetEligible(b.id, true)
+	}
+	s.outBuf = s.core.OnStats(now, s.coreStats(b.id, m), s.outBuf[:0])
+	s.deliver(s.outBuf)
+	return http.StatusOK, nil
+}
+
 // verifyAdmin checks an operator's signed admin call and returns its body;
 // false once it has answered the call with the reason it was refused.
 func (s *Server) verifyAdmin(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
@@ -523,27 +612,30 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request, on bool) {
 		return
 	}
 	name := r.PathValue("name")
-	s.mu.Lock()
-	var err error
-	i, ok := -1, false
-	if s.core != nil {
-		i, ok = s.core.Lookup(name)
-	}
-	switch {
-	case !ok:
-		err = fmt.Errorf("no backend %q", name)
-	case on:
-		err = s.core.Drain(s.now(), i)
-	default:
-		err = s.core.Undrain(s.now(), i)
-	}
-	s.mu.Unlock()
-	if err != nil {
+	if err := s.setDrain(name, on); err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
 	s.log.Info("operator drain", "backend", name, "drain", on)
 	writeJSON(w, http.StatusOK, map[string]any{"backend": name, "draining": on})
+}
+
+// setDrain drains backend name, or returns it to service.
+func (s *Server) setDrain(name string, on bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := rcore.NoBackend, false
+	if s.core != nil {
+		id, ok = s.core.Lookup(name)
+	}
+	switch {
+	case !ok:
+		return fmt.Errorf("no backend %q", name)
+	case on:
+		return s.core.Drain(s.now(), id)
+	default:
+		return s.core.Undrain(s.now(), id)
+	}
 }
 
 // Discovered is a backend a discovery source (Kubernetes EndpointSlices)
@@ -568,32 +660,28 @@ func (s *Server) SetDiscovered(list []Discovered) error {
 		}
 		want[d.Name] = d
 	}
-	changed := false
-	kept := s.backends[:0:0]
-	for _, b := range s.backends {
-		if d, ok := want[b.name]; b.discovered && (!ok || d.URL != b.url) {
-			changed = true
+	// Leaving first (in the core's order, so that the outcome does not
+	// depend on map order), then joining.
+	var gone []rcore.BackendID
+	have := map[string]bool{}
+	for _, t := range s.table.Load().list {
+		b := s.backends[t.id]
+		if d, ok := want[b.name]; b.discovered && (!ok || backendURL(d.URL) != b.url) {
+			gone = append(gone, b.id)
 			continue
 		}
-		kept = append(kept, b)
-	}
-	have := map[string]bool{}
-	for _, b := range kept {
 		have[b.name] = true
+	}
+	for _, id := range gone {
+		s.remove(id)
 	}
 	for _, d := range list {
 		if !have[d.Name] {
-			kept = append(kept, &backend{name: d.Name, url: backendURL(d.URL), static: true, discovered: true,
-				last: wire.Stats{Backend: d.Name, Capacity: DiscoveredCapacity}, lastSeen: time.Now()})
-			changed = true
-		}
-	}
-	s.backends = kept
-	if changed {
-		if len(s.backends) == 0 {
-			s.core = nil
-		} else if err := s.rebuild(); err != nil {
-			return err
+			have[d.Name] = true
+			if err := s.add(&backend{name: d.Name, url: backendURL(d.URL), static: true, discovered: true,
+				last: wire.Stats{Backend: d.Name, Capacity: DiscoveredCapacity}, lastSeen: time.Now()}); err != nil {
+				return err
+			}
 		}
 	}
 	if s.core == nil {
@@ -630,22 +718,19 @@ func checkStats(m *wire.Stats, sender string) error {
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
-	states := s.Backends()
-	s.mu.Lock()
 	seen := map[string]int{}
 	var order []string
-	for i, b := range s.backends {
-		if i < len(states) && states[i].State != "ready" {
+	for _, b := range s.Backends() {
+		if b.State != "ready" {
 			continue
 		}
-		for _, m := range b.last.Models {
+		for _, m := range b.Stats.Models {
 			if _, ok := seen[m]; !ok {
 				order = append(order, m)
 			}
-			seen[m] = max(seen[m], b.last.MaxModelLen)
+			seen[m] = max(seen[m], b.Stats.MaxModelLen)
 		}
 	}
-	s.mu.Unlock()
 	data := make([]map[string]any, len(order))
 	for i, m := range order {
 		data[i] = map[string]any{"id": m, "object": "model", "owned_by": "stargate", "max_model_len": seen[m]}
@@ -681,15 +766,16 @@ type BackendInfo struct {
 func (s *Server) Backends() []BackendInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]BackendInfo, len(s.backends))
 	if s.core == nil {
-		return out
+		return []BackendInfo{}
 	}
 	now := s.now()
 	views := s.core.Views()
 	weights := policy.WeightsOf(s.core.Policy(), views)
 	status := s.core.Backends(now)
-	for i, b := range s.backends {
+	out := make([]BackendInfo, len(status))
+	for i := range status {
+		b := s.backends[status[i].ID]
 		out[i] = BackendInfo{Name: b.name, URL: b.url, Region: b.region, State: status[i].StateName, Static: b.static,
 			Weight: weights[i].Weight, Fallback: weights[i].Fallback || (b.last.Signals != nil && !b.last.Signals.Hardware),
 			Policy: weights[i], Pending: views[i].Pending, Queued: views[i].Queued, AgeS: time.Since(b.lastSeen).Seconds(),
@@ -708,8 +794,8 @@ func (s *Server) States() map[string]string {
 	if s.core == nil {
 		return out
 	}
-	for i, st := range s.core.Backends(s.now()) {
-		out[s.backends[i].name] = st.StateName
+	for _, st := range s.core.Backends(s.now()) {
+		out[st.Name] = st.StateName
 	}
 	return out
 }
