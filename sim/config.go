@@ -52,6 +52,24 @@ type Pool struct {
 	MaxTokens int
 }
 
+// PoolRouter, set in Config.PoolRouter, picks the pool of each request of
+// Config.Requests in place of the length rule (PoolFor). It is called once
+// per attempt, at the router, with each pool's load at that instant; it must
+// be deterministic and is used by one run only.
+type PoolRouter interface {
+	// Pool is the pool of request i of Config.Requests, sent as turn t, with
+	// loads[p] pool p's load; -1 fails the request at once as too long. The
+	// returned output, if positive and below t's, replaces it: the pool's
+	// engines stop the answer at their max context (a truncated answer).
+	Pool(now time.Duration, i int, t workload.Turn, loads []PoolLoad) (pool, output int)
+}
+
+// PoolLoad is a pool's load as its gateways see it: requests running on
+// its engines and requests queued at its gateways.
+type PoolLoad struct {
+	Active, Queued int
+}
+
 // Config is everything one simulation run needs.
 type Config struct {
 	Regions []Region
@@ -91,6 +109,9 @@ type Config struct {
 
 	// Pools, when set, split the backends by request length (see Pool).
 	Pools []Pool
+	// PoolRouter, when set with Pools and Requests, picks each request's
+	// pool instead of the length rule.
+	PoolRouter PoolRouter
 	// Requests, when set, replace the sessions: each request is one turn
 	// sent at its arrival time (open loop; RPS and Workload are unused).
 	// Requests that arrive in [Warmup, Warmup+Measure) are measured, by
