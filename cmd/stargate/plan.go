@@ -32,6 +32,9 @@ type planFlags struct {
 	longMax                          int
 	layout                           string
 	parallel                         int
+	// pool routers (planrouters.go)
+	poolRouter, models, classifierURL string
+	classifierTimeout                 time.Duration
 }
 
 func (f *planFlags) register(cmd *cobra.Command) {
@@ -56,6 +59,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.layout, "layout", "any", "pool layouts: single, two or any")
 	fl.StringVar(&f.format, "format", "table", "output format: table or json")
 	fl.IntVar(&f.parallel, "parallel", 0, "DES runs at once (default: one per CPU)")
+	f.registerPoolRouter(cmd)
 }
 
 func loadPlanProfile(name string) (*plan.Profile, error) {
@@ -168,10 +172,16 @@ func (f *planFlags) planner(cmd *cobra.Command) (*plan.Planner, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := f.poolRouterOptions(&w); err != nil {
+		return nil, err
+	}
 	reg := policy.NewRegistry()
 	o := plan.DefaultOptions(f.slo)
 	o.UtilCap, o.Policy, o.Seeds, o.Warmup, o.Measure, o.Registry = f.cap, f.pol, seeds, f.warmup, f.measure, reg
 	o.Run = parallelRunner(reg, f.parallel, cmd.ErrOrStderr())
+	if o.PoolRouter, o.Classifier, err = f.poolRouterAndClassifier(); err != nil {
+		return nil, err
+	}
 	pl, err := plan.New(w, o)
 	if err != nil {
 		return nil, usageError{err}
@@ -286,17 +296,18 @@ Workloads: --cdf FILE (total-token CDF, JSON [[tokens, fraction], ...]) with
 YAML files (see go doc ./plan).`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return usagef("name a subcommand: optimize, simulate, pareto, disagg, compare-routers, whatif (see stargate plan --help)")
+			return usagef("name a subcommand: optimize, simulate, pareto, disagg, compare-routers, compare-policies, whatif, estimate-error (see stargate plan --help)")
 		},
 	}
 	cmd.AddCommand(newPlanOptimizeCmd(), newPlanSimulateCmd(), newPlanParetoCmd(), newPlanDisaggCmd(),
-		newPlanCompareCmd(), newPlanWhatIfCmd())
+		newPlanCompareCmd(), newPlanWhatIfCmd(), newPlanCompareRoutersCmd(), newPlanEstimateErrorCmd())
 	return cmd
 }
 
 func newPlanOptimizeCmd() *cobra.Command {
 	var f planFlags
 	var topK, show int
+	var gamma string
 	cmd := &cobra.Command{
 		Use:   "optimize",
 		Short: "Rank pool layouts by hourly cost and verify the cheapest with the DES",
@@ -315,6 +326,12 @@ func newPlanOptimizeCmd() *cobra.Command {
 			if topK < 1 || show < 1 {
 				return usagef("--verify-top and --show must be >= 1")
 			}
+			if c.Routers, err = f.gammaRouters(cmd, gamma, true); err != nil {
+				return err
+			}
+			if err := checkRouterPools(pl.PoolRouter(), f.layoutPoolNames()); err != nil {
+				return err
+			}
 			res, err := pl.Optimize(cmd.Context(), c, topK)
 			if err != nil {
 				return failure{err}
@@ -329,6 +346,7 @@ func newPlanOptimizeCmd() *cobra.Command {
 	f.register(cmd)
 	cmd.Flags().IntVar(&topK, "verify-top", 3, "candidates to verify with the DES, cheapest first")
 	cmd.Flags().IntVar(&show, "show", 8, "analytical candidates to list")
+	cmd.Flags().StringVar(&gamma, "gamma", "", "compress-and-route's gamma, or several comma separated to search (implies --pool-router compress-and-route)")
 	return cmd
 }
 
@@ -390,7 +408,7 @@ func writeEvals(w io.Writer, title string, evals []*plan.Eval) error {
 
 func newPlanSimulateCmd() *cobra.Command {
 	var f planFlags
-	var pools string
+	var pools, gamma string
 	cmd := &cobra.Command{
 		Use:     "simulate",
 		Short:   "Run the DES for given pool sizes",
@@ -405,7 +423,18 @@ func newPlanSimulateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			e, err := pl.Evaluate(cmd.Context(), fleet, pl.Workload().Lambda, "")
+			routers, err := f.gammaRouters(cmd, gamma, false)
+			if err != nil {
+				return err
+			}
+			r := pl.PoolRouter()
+			if len(routers) > 0 {
+				r = routers[0]
+			}
+			if err := checkRouterPools(r, fleetPoolNames(fleet)); err != nil {
+				return err
+			}
+			e, err := pl.EvaluateWith(cmd.Context(), fleet, pl.Workload().Lambda, "", r)
 			if err != nil {
 				return failure{err}
 			}
@@ -416,9 +445,10 @@ func newPlanSimulateCmd() *cobra.Command {
 			if err := writeEvals(w, fmt.Sprintf("DES at %.4g req/s, %d seeds", e.Lambda, e.Seeds), []*plan.Eval{e}); err != nil {
 				return err
 			}
-			pt := report.Table{Title: "Pools", Headers: []string{"pool", "instances", "requests", "p99 s", "slo%", "busy%", "reuse%"}}
+			writeRouterLine(w, e)
+			pt := report.Table{Title: "Pools", Headers: []string{"pool", "instances", "requests", "share%", "p99 s", "slo%", "busy%", "reuse%"}}
 			for _, p := range e.Pools {
-				pt.Rows = append(pt.Rows, []string{p.Name, strconv.Itoa(p.Instances), strconv.Itoa(p.Requests), p.P99.String(),
+				pt.Rows = append(pt.Rows, []string{p.Name, strconv.Itoa(p.Instances), strconv.Itoa(p.Requests), fmt.Sprintf("%.1f", p.SharePct), p.P99.String(),
 					fmt.Sprintf("%.1f", p.SLOPct), fmt.Sprintf("%.1f", p.BusyPct), fmt.Sprintf("%.1f", p.ReusePct)})
 			}
 			ct := report.Table{Title: "Categories", Headers: []string{"category", "requests", "p99 s"}}
@@ -435,6 +465,7 @@ func newPlanSimulateCmd() *cobra.Command {
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&pools, "pools", "", "pools name:profile:max_tokens:instances, comma separated, by increasing max_tokens")
+	cmd.Flags().StringVar(&gamma, "gamma", "", "compress-and-route's gamma (implies --pool-router compress-and-route)")
 	return cmd
 }
 
@@ -536,34 +567,45 @@ func newPlanCompareCmd() *cobra.Command {
 	var f planFlags
 	var pools, policies string
 	cmd := &cobra.Command{
-		Use:   "compare-routers",
+		Use:   "compare-policies",
 		Short: "Run the DES of one fleet with each placement policy inside its pools",
-		Example: `  stargate plan compare-routers --trace ../shared/traces/mooncake/conversation_trace.jsonl --measure 600s \
+		Example: `  stargate plan compare-policies --trace ../shared/traces/mooncake/conversation_trace.jsonl --measure 600s \
     --pools all:h100-llama3.1-8b:200000:4 --policies least-request,round-robin,pulsar-waw`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			pl, err := f.planner(cmd)
-			if err != nil {
-				return err
-			}
-			fleet, err := parsePools(pools)
-			if err != nil {
-				return err
-			}
-			evals, err := pl.CompareRouters(cmd.Context(), fleet, splitList(policies))
-			if err != nil {
-				return usageError{err}
-			}
-			if f.format == "json" {
-				return writeJSON(cmd.OutOrStdout(), evals)
-			}
-			return writeEvals(cmd.OutOrStdout(), fmt.Sprintf("Policies inside the pools (length routing between them) at %.4g req/s", pl.Workload().Lambda), evals)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return comparePolicies(cmd, &f, pools, policies) },
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&pools, "pools", "", "pools name:profile:max_tokens:instances, comma separated, by increasing max_tokens")
 	cmd.Flags().StringVar(&policies, "policies", "least-request,round-robin,power-of-two,random,waw,pulsar-waw", "policies to compare")
 	return cmd
+}
+
+// comparePolicies runs the DES of one fleet with each placement policy.
+func comparePolicies(cmd *cobra.Command, f *planFlags, pools, policies string) error {
+	pl, err := f.planner(cmd)
+	if err != nil {
+		return err
+	}
+	fleet, err := parsePools(pools)
+	if err != nil {
+		return err
+	}
+	if err := checkRouterPools(pl.PoolRouter(), fleetPoolNames(fleet)); err != nil {
+		return err
+	}
+	for _, p := range splitList(policies) {
+		if !policy.NewRegistry().Has(p) {
+			return usagef("--policies: unknown policy %q (known: %s)", p, strings.Join(policy.NewRegistry().Names(), ", "))
+		}
+	}
+	evals, err := pl.ComparePolicies(cmd.Context(), fleet, splitList(policies))
+	if err != nil {
+		return failure{err}
+	}
+	if f.format == "json" {
+		return writeJSON(cmd.OutOrStdout(), evals)
+	}
+	return writeEvals(cmd.OutOrStdout(), fmt.Sprintf("Policies inside the pools (%s between them) at %.4g req/s", pl.PoolRouter().Name(), pl.Workload().Lambda), evals)
 }
 
 func newPlanWhatIfCmd() *cobra.Command {
@@ -586,6 +628,9 @@ func newPlanWhatIfCmd() *cobra.Command {
 			var fixed plan.Fleet
 			if pools != "" {
 				if fixed, err = parsePools(pools); err != nil {
+					return err
+				}
+				if err := checkRouterPools(pl.PoolRouter(), fleetPoolNames(fixed)); err != nil {
 					return err
 				}
 			}
