@@ -208,7 +208,7 @@ func New(w Workload, o Options) (*Planner, error) {
 		}
 		pl.samples[i].Model = drawModel(w.Models, rng.Float64())
 	}
-	pl.stats = outputStats(pl.samples)
+	pl.stats = outputStats(pl.everySample())
 	return pl, nil
 }
 

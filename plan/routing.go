@@ -92,6 +92,19 @@ func (pl *Planner) estimateFor(r PoolRouter) int {
 	return 0
 }
 
+// everySample is every request of a trace, or the analytical samples of a
+// CDF.
+func (pl *Planner) everySample() []Sample {
+	if pl.w.Trace == nil {
+		return pl.samples
+	}
+	out := make([]Sample, len(pl.w.Trace))
+	for i, r := range pl.w.Trace {
+		out[i] = Sample{In: r.InputTokens, Out: max(r.OutputTokens, 1), Cat: r.Category}
+	}
+	return out
+}
+
 // idleViews are f's pools with no load (the analytical model's view).
 func idleViews(f Fleet) []PoolView {
 	v := make([]PoolView, len(f.Pools))
@@ -272,8 +285,9 @@ type ThresholdError struct {
 }
 
 // EstimateErrors measures each length router's output estimate against
-// the workload's samples (every request of a trace of at most
-// AnalyticSamples requests) at each short-pool threshold.
+// the workload (every request of a trace, the analytical samples of a
+// CDF) at each short-pool threshold. The mean and median estimates are
+// the workload's own: what a live router would learn from history.
 func (pl *Planner) EstimateErrors(routers []*LengthRouter, thresholds []int) ([]EstimateError, error) {
 	if len(thresholds) == 0 {
 		return nil, errors.New("plan: give at least one threshold")
@@ -282,9 +296,10 @@ func (pl *Planner) EstimateErrors(routers []*LengthRouter, thresholds []int) ([]
 	for _, r := range routers {
 		est := pl.estimateFor(r)
 		e := EstimateError{Estimate: r.Name(), Tokens: est}
-		errs := make([]int, len(pl.samples))
+		samples := pl.everySample()
+		errs := make([]int, len(samples))
 		sum := 0.0
-		for i, s := range pl.samples {
+		for i, s := range samples {
 			guess := est
 			if r.Estimate == EstimateOracle {
 				guess = s.Out
@@ -296,7 +311,7 @@ func (pl *Planner) EstimateErrors(routers []*LengthRouter, thresholds []int) ([]
 		e.MAE, e.MedianAE = sum/float64(len(errs)), errs[len(errs)/2]
 		for _, th := range thresholds {
 			var short, cut, waste int
-			for _, s := range pl.samples {
+			for _, s := range samples {
 				guess := s.In + est
 				if r.Estimate == EstimateOracle {
 					guess = s.Total()
@@ -311,7 +326,7 @@ func (pl *Planner) EstimateErrors(routers []*LengthRouter, thresholds []int) ([]
 					cut++
 				}
 			}
-			n := float64(len(pl.samples))
+			n := float64(len(samples))
 			e.Thresholds = append(e.Thresholds, ThresholdError{Threshold: th, ShortPct: 100 * float64(short) / n,
 				CutPct: 100 * float64(cut) / n, WastePct: 100 * float64(waste) / n})
 		}
