@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -353,20 +354,35 @@ func newPlanOptimizeCmd() *cobra.Command {
 func writeOptimize(w io.Writer, res *plan.Optimized, show int) error {
 	t := report.Table{Title: fmt.Sprintf("Candidates at %.4g req/s, P99 TTFT target %gs (analytical, cheapest first)", res.Lambda, res.SLOS),
 		Headers: []string{"fleet (pool:profile:max_tokens:instances)", "$/hr", "p99 s", "max util", "note"}}
+	routed := showPoolRouter(res)
+	if routed {
+		t.Headers = slices.Insert(t.Headers, 1, "pool router")
+	}
 	for i, c := range res.Candidates {
 		if i == show {
 			break
 		}
-		t.Rows = append(t.Rows, []string{c.Fleet.String(), fmt.Sprintf("%.2f", c.Cost), c.P99.String(), fmt.Sprintf("%.2f", c.Util), c.Err})
+		row := []string{c.Fleet.String(), fmt.Sprintf("%.2f", c.Cost), c.P99.String(), fmt.Sprintf("%.2f", c.Util), c.Err}
+		if routed {
+			row = slices.Insert(row, 1, c.PoolRouter)
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	if err := t.WriteText(w); err != nil {
 		return err
 	}
 	v := report.Table{Title: "DES verification (smallest fleet that meets the target; one instance fewer in any pool does not)",
 		Headers: []string{"analytical", "verified", "$/hr", "p99 s", "95% CI", "slo%", "reuse%", "rejected", "fleets", "next smaller: p99 s"}}
+	if routed {
+		v.Headers = slices.Insert(v.Headers, 1, "pool router")
+	}
 	for _, r := range res.Verified {
 		if r.Eval == nil {
-			v.Rows = append(v.Rows, []string{r.Candidate.Fleet.String(), "-", "", "", "", "", "", "", strconv.Itoa(r.Sims), r.Note})
+			row := []string{r.Candidate.Fleet.String(), "-", "", "", "", "", "", "", strconv.Itoa(r.Sims), r.Note}
+			if routed {
+				row = slices.Insert(row, 1, r.Candidate.PoolRouter)
+			}
+			v.Rows = append(v.Rows, row)
 			continue
 		}
 		e := r.Eval
@@ -377,9 +393,13 @@ func writeOptimize(w io.Writer, res *plan.Optimized, show int) error {
 		if len(smaller) == 0 {
 			smaller = []string{r.Note}
 		}
-		v.Rows = append(v.Rows, []string{r.Candidate.Fleet.String(), e.Fleet.String(), fmt.Sprintf("%.2f", e.Cost), e.P99.String(),
+		row := []string{r.Candidate.Fleet.String(), e.Fleet.String(), fmt.Sprintf("%.2f", e.Cost), e.P99.String(),
 			e.P99Lo.String() + "-" + e.P99Hi.String(), fmt.Sprintf("%.1f", e.SLOPct), fmt.Sprintf("%.1f", e.ReusePct),
-			strconv.Itoa(e.Rejected + e.TooLong), strconv.Itoa(r.Sims), strings.Join(smaller, "; ")})
+			strconv.Itoa(e.Rejected + e.TooLong), strconv.Itoa(r.Sims), strings.Join(smaller, "; ")}
+		if routed {
+			row = slices.Insert(row, 1, e.PoolRouter)
+		}
+		v.Rows = append(v.Rows, row)
 	}
 	fmt.Fprintln(w)
 	if err := v.WriteText(w); err != nil {
@@ -389,8 +409,12 @@ func writeOptimize(w io.Writer, res *plan.Optimized, show int) error {
 		fmt.Fprintln(w, "\nNo candidate met the target in the DES.")
 		return nil
 	}
-	fmt.Fprintf(w, "\nRecommended: %s at $%.2f/hr (DES P99 TTFT %ss over %d seeds, %d requests).\n",
-		res.Best.Eval.Fleet, res.Best.Eval.Cost, res.Best.Eval.P99, res.Best.Eval.Seeds, res.Best.Eval.Requests)
+	via := ""
+	if routed {
+		via = " with pool router " + res.Best.Eval.PoolRouter
+	}
+	fmt.Fprintf(w, "\nRecommended: %s%s at $%.2f/hr (DES P99 TTFT %ss over %d seeds, %d requests).\n",
+		res.Best.Eval.Fleet, via, res.Best.Eval.Cost, res.Best.Eval.P99, res.Best.Eval.Seeds, res.Best.Eval.Requests)
 	return nil
 }
 

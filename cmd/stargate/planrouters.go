@@ -130,6 +130,17 @@ func checkRouterPools(r plan.PoolRouter, names []string) error {
 	return nil
 }
 
+// showPoolRouter: some candidate was sized with a pool router other than
+// the length oracle, so the tables name each candidate's.
+func showPoolRouter(res *plan.Optimized) bool {
+	for _, c := range res.Candidates {
+		if c.PoolRouter != "length" {
+			return true
+		}
+	}
+	return false
+}
+
 // writeRouterLine says which pool router ran and what it compressed or cut.
 func writeRouterLine(w io.Writer, e *plan.Eval) {
 	fmt.Fprintf(w, "\nPool router %s: %d compressed (P99 TTFT %s s with the compression), %d answers cut at a pool's max context",
