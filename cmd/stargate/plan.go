@@ -286,9 +286,10 @@ func newPlanCmd() *cobra.Command {
 		Use:   "plan",
 		Short: "Capacity planning: size pools of GPUs for a workload and check them in the DES",
 		Long: `Capacity planning. A fleet is one or two pools of identical instances (a
-profile: model, GPUs and serving configuration); a request goes to the pool
-of smallest max context that holds its total tokens, and a request longer than
-every pool is rejected. Pools are sized analytically (M/G/c, Erlang C and
+profile: model, GPUs and serving configuration); a pool router (--pool-router,
+length by default) picks each request's pool: by default the pool of smallest
+max context that holds its total tokens, and a request longer than every pool
+is rejected. Pools are sized analytically (M/G/c, Erlang C and
 Kimura's P99 wait; see go doc ./plan) and checked with the discrete-event
 simulator that stargate sim runs.
 
@@ -629,7 +630,7 @@ func comparePolicies(cmd *cobra.Command, f *planFlags, pools, policies string) e
 	if f.format == "json" {
 		return writeJSON(cmd.OutOrStdout(), evals)
 	}
-	return writeEvals(cmd.OutOrStdout(), fmt.Sprintf("Policies inside the pools (%s between them) at %.4g req/s", pl.PoolRouter().Name(), pl.Workload().Lambda), evals)
+	return writeEvals(cmd.OutOrStdout(), fmt.Sprintf("Policies inside the pools (pool router %s) at %.4g req/s", pl.PoolRouter().Name(), pl.Workload().Lambda), evals)
 }
 
 func newPlanWhatIfCmd() *cobra.Command {
