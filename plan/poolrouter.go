@@ -339,7 +339,8 @@ func (r *ModelRouter) checkPools(names []string) error {
 // SemanticRouter sends a request to the pool its category maps to: the
 // classifier's answer (Label) when the planner has a classifier, else the
 // workload's own category (a perfect classifier); an unknown or missing
-// answer goes to Fallback ("" for the first pool).
+// answer goes to Fallback ("" for the first pool). The analytical sizing
+// uses the workload's own categories.
 type SemanticRouter struct {
 	// Categories maps a category to a pool name.
 	Categories map[string]string

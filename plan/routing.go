@@ -159,8 +159,10 @@ func (pl *Planner) assign(f Fleet, r PoolRouter) assignment {
 	return a
 }
 
-// desRequests are the requests of one DES run with what the pool router
-// knows of each, and the pool it picked (filled in during the run).
+// desRouter is a pool router bound to one DES run (it implements
+// sim.PoolRouter): what the router knows of each request, each one's
+// compression latency, and the pool it picked and whether its answer was
+// cut (both filled in during the run).
 type desRouter struct {
 	r      PoolRouter
 	views  []PoolView

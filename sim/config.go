@@ -44,7 +44,8 @@ type BackendSpec struct {
 // Pool is a set of backends that take requests up to a length. With pools,
 // a router first picks the pool by the request's total tokens (prompt plus
 // output, known to the simulator: an oracle a live router can only
-// estimate): the pool of smallest MaxTokens that holds it. A request longer
+// estimate): the pool of smallest MaxTokens that holds it, unless
+// Config.PoolRouter picks it. A request longer
 // than every pool's MaxTokens fails at once (client.TooLong). Inside the
 // pool the router's policy places it among the pool's backends.
 type Pool struct {
