@@ -630,7 +630,7 @@ func comparePolicies(cmd *cobra.Command, f *planFlags, pools, policies string) e
 	if f.format == "json" {
 		return writeJSON(cmd.OutOrStdout(), evals)
 	}
-	return writeEvals(cmd.OutOrStdout(), fmt.Sprintf("Policies inside the pools (pool router %s) at %.4g req/s", pl.PoolRouter().Name(), pl.Workload().Lambda), evals)
+	return writeEvals(cmd.OutOrStdout(), fmt.Sprintf("Policies inside the pools (%s routing between them) at %.4g req/s", pl.PoolRouter().Name(), pl.Workload().Lambda), evals)
 }
 
 func newPlanWhatIfCmd() *cobra.Command {
