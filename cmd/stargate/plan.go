@@ -302,7 +302,7 @@ YAML files (see go doc ./plan).`,
 		},
 	}
 	cmd.AddCommand(newPlanOptimizeCmd(), newPlanSimulateCmd(), newPlanParetoCmd(), newPlanDisaggCmd(),
-		newPlanCompareCmd(), newPlanWhatIfCmd(), newPlanCompareRoutersCmd(), newPlanEstimateErrorCmd())
+		newPlanComparePoliciesCmd(), newPlanWhatIfCmd(), newPlanCompareRoutersCmd(), newPlanEstimateErrorCmd())
 	return cmd
 }
 
@@ -592,9 +592,9 @@ func newPlanCompareCmd() *cobra.Command {
 	var f planFlags
 	var pools, policies string
 	cmd := &cobra.Command{
-		Use:   "compare-policies",
+		Use:   "compare-routers",
 		Short: "Run the DES of one fleet with each placement policy inside its pools",
-		Example: `  stargate plan compare-policies --trace ../shared/traces/mooncake/conversation_trace.jsonl --measure 600s \
+		Example: `  stargate plan compare-routers --trace ../shared/traces/mooncake/conversation_trace.jsonl --measure 600s \
     --pools all:h100-llama3.1-8b:200000:4 --policies least-request,round-robin,pulsar-waw`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return comparePolicies(cmd, &f, pools, policies) },

@@ -215,6 +215,16 @@ the pools is --policy; plan compare-policies compares those.`,
 	return cmd
 }
 
+// newPlanComparePoliciesCmd is the comparison of placement policies inside
+// the pools, which plan compare-routers was before it compared pool routers.
+func newPlanComparePoliciesCmd() *cobra.Command {
+	cmd := newPlanCompareCmd()
+	cmd.Use = "compare-policies"
+	cmd.Example = `  stargate plan compare-policies --trace traces/mooncake/conversation_trace.jsonl --measure 600s \
+    --pools all:h100-llama3.1-8b:200000:4 --policies least-request,round-robin,pulsar-waw`
+	return cmd
+}
+
 func writeRouterComparison(w io.Writer, title string, evals []*plan.Eval) error {
 	t := report.Table{Title: title, Headers: []string{"pool router", "$/hr", "requests", "p50 s", "p99 s", "95% CI", "slo%", "rejected",
 		"compressed", "compr. p99 s", "cut", "pool share %", "meets"}}
