@@ -57,8 +57,8 @@
 //
 // Evaluate runs the fleet in package sim: one region, one router, no
 // network latency, each instance a backend of one engine worker behind a
-// gateway; the router picks the pool by length and the policy (least-request
-// by default) the backend in it. Requests arrive open loop (drawn from the
+// gateway; the pool router (length by default) picks the pool and the
+// policy (least-request by default) the backend in it. Requests arrive open loop (drawn from the
 // CDF, or the trace replayed with its block hash ids, so prefix reuse is
 // real); a warm-up is left out of every figure, every request that arrives
 // in the measured window is followed to its end, and a request that fails
@@ -74,6 +74,31 @@
 // DES accepts any fleet whose P99 TTFT meets the target, so a verified fleet
 // may run hotter than the cap. Short measured windows understate queues that
 // build slowly (long requests); use minutes and several seeds.
+//
+// # Pool routers
+//
+// A PoolRouter picks each request's pool before the policy places it
+// inside the pool; PoolRouterRegistry holds the seven (ParsePoolRouter
+// reads NAME[:key=value,...]): length (the smallest pool that holds the
+// request: by its total tokens, an oracle, or by its prompt plus an output
+// estimate known at request time, estimate=mean|median|N; a request the
+// estimate puts in too small a pool has its answer cut at the pool's max
+// context), compress-and-route (a request in (B, gamma B] of the pool
+// below its own is shortened to fit B and sent there, paying a compression
+// latency; prose and rag only in the DES, a share p of the band in the
+// analytical model), spillover (by length, to the next larger pool while
+// the pool's active plus queued requests per slot exceed a threshold),
+// least-loaded (the least pressed pool that holds the request), model (a
+// table from model to pool), semantic (a table from a classifier's
+// category to pool, with a fallback; the Classifier interface is called
+// once per request before a DES run, and the HTTP classifier lives in the
+// command) and random. The analytical sizing routes its samples through
+// the router with idle pools (so spillover and least-loaded size as length
+// does); the DES calls the router at every arrival with the pools' loads
+// (sim.Config.PoolRouter). The engine's step cost in each pool follows the
+// mean shape of the requests the router sends there (see EngineFor), so a
+// router that mixes short requests into a long pool lowers that pool's
+// mean context and its step cost with it: a mean-field approximation.
 //
 // Disaggregate is a separate phase model (prefill and decode workers) with
 // stated, configurable constants (DisaggConstants); it runs no DES.

@@ -127,6 +127,12 @@ type Options struct {
 	Run      Runner
 	// Seed draws the analytical model's samples.
 	Seed uint64
+	// PoolRouter picks each request's pool (nil: the length router with
+	// the oracle's total tokens).
+	PoolRouter PoolRouter
+	// Classifier answers the semantic router's categories (nil: the
+	// workload's own categories).
+	Classifier Classifier
 }
 
 // DefaultOptions are 3 seeds, 30 s of warm-up and 120 s measured, the
@@ -141,6 +147,7 @@ type Planner struct {
 	w       Workload
 	o       Options
 	samples []Sample
+	stats   OutputStats
 	memo    map[string]*Eval
 }
 
@@ -168,6 +175,9 @@ func New(w Workload, o Options) (*Planner, error) {
 	if o.Registry == nil {
 		o.Registry = policy.NewRegistry()
 	}
+	if o.PoolRouter == nil {
+		o.PoolRouter = &LengthRouter{}
+	}
 	if !o.Registry.Has(o.Policy) {
 		errs = append(errs, fmt.Errorf("unknown policy %q (known: %s)", o.Policy, strings.Join(o.Registry.Names(), ", ")))
 	}
@@ -188,39 +198,59 @@ func New(w Workload, o Options) (*Planner, error) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0x73616d70))
-	return &Planner{w: w, o: o, samples: w.Samples(AnalyticSamples, rng), memo: map[string]*Eval{}}, nil
+	pl := &Planner{w: w, o: o, samples: w.Samples(AnalyticSamples, rng), memo: map[string]*Eval{}}
+	// Categories and models come from their own stream, so that the
+	// samples' lengths do not depend on them.
+	rng = rand.New(rand.NewPCG(o.Seed, 0x636174))
+	for i := range pl.samples {
+		if w.CDF != nil {
+			pl.samples[i].Cat = drawCategory(w.Mix, rng.Float64())
+		}
+		pl.samples[i].Model = drawModel(w.Models, rng.Float64())
+	}
+	pl.stats = outputStats(pl.everySample())
+	return pl, nil
 }
+
+// PoolRouter is the planner's pool router.
+func (pl *Planner) PoolRouter() PoolRouter { return pl.o.PoolRouter }
 
 // Workload is the planner's workload, with its defaults filled in.
 func (pl *Planner) Workload() Workload { return pl.w }
 
-// Models are the analytical models of a fleet's pools.
+// Models are the analytical models of a fleet's pools, with the requests
+// the planner's pool router sends to each.
 func (pl *Planner) Models(f Fleet) ([]*PoolModel, error) {
+	return pl.ModelsWith(f, pl.o.PoolRouter)
+}
+
+// ModelsWith are the analytical models of a fleet's pools with the
+// requests pool router r sends to each (see assign).
+func (pl *Planner) ModelsWith(f Fleet, r PoolRouter) ([]*PoolModel, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
+	if err := CheckPoolRouter(r, poolNames(f)); err != nil {
+		return nil, err
+	}
+	a := pl.assign(f, r)
 	out := make([]*PoolModel, len(f.Pools))
-	lo := 0
 	for i, p := range f.Pools {
-		m, err := NewPoolModel(p.Name, p.Profile, pl.samples, lo, p.MaxTokens)
+		m, err := poolModelOf(p.Name, p.Profile, a.pools[i], len(pl.samples), p.MaxTokens)
 		if err != nil {
 			return nil, err
 		}
-		out[i], lo = m, p.MaxTokens
+		out[i] = m
 	}
 	return out, nil
 }
 
-// tooLongShare is the share of samples longer than every pool.
-func (pl *Planner) tooLongShare(f Fleet) float64 {
-	last := f.Pools[len(f.Pools)-1].MaxTokens
-	n := 0
-	for _, s := range pl.samples {
-		if s.Total() > last {
-			n++
-		}
+func poolNames(f Fleet) []string {
+	names := make([]string, len(f.Pools))
+	for i, p := range f.Pools {
+		names[i] = p.Name
 	}
-	return float64(n) / float64(len(pl.samples))
+	return names
 }
 
 // SimConfig is the DES of fleet f at rate lambda with seed: one region,
@@ -229,14 +259,27 @@ func (pl *Planner) tooLongShare(f Fleet) float64 {
 // sequences; one attempt per request (a rejection is a failure and counts
 // against the SLO), 10 minutes before an attempt times out.
 func (pl *Planner) SimConfig(f Fleet, models []*PoolModel, lambda float64, seed uint64, pol string) (sim.Config, error) {
+	cfg, _, _, err := pl.simConfig(context.Background(), f, models, lambda, seed, pol, pl.o.PoolRouter)
+	return cfg, err
+}
+
+// simConfig is SimConfig with pool router r, which it returns bound to
+// the run's requests, and the number of requests the classifier failed.
+func (pl *Planner) simConfig(ctx context.Context, f Fleet, models []*PoolModel, lambda float64, seed uint64, pol string,
+	r PoolRouter) (sim.Config, *desRouter, int, error) {
 	for _, p := range f.Pools {
 		if p.Instances < 1 {
-			return sim.Config{}, fmt.Errorf("plan: pool %s has no instances", p.Name)
+			return sim.Config{}, nil, 0, fmt.Errorf("plan: pool %s has no instances", p.Name)
 		}
 	}
-	reqs, err := pl.w.Requests(lambda, pl.o.Warmup+pl.o.Measure, seed)
+	span := pl.o.Warmup + pl.o.Measure
+	reqs, err := pl.w.Requests(lambda, span, seed)
 	if err != nil {
-		return sim.Config{}, err
+		return sim.Config{}, nil, 0, err
+	}
+	reqs, dr, failed, err := pl.routeRequests(ctx, f, models, reqs, span, seed, r)
+	if err != nil {
+		return sim.Config{}, nil, 0, err
 	}
 	gw := gateway.DefaultConfig()
 	gw.SlotsPerWorker = 1
@@ -245,7 +288,7 @@ func (pl *Planner) SimConfig(f Fleet, models []*PoolModel, lambda float64, seed 
 		Gateway: gw, Policy: pol, Params: policy.DefaultParams(), Workload: workload.DefaultConfig(),
 		Client: client.Config{TTFTSLO: pl.o.SLO, AttemptTimeout: 10 * time.Minute, MaxAttempts: 1},
 		Seed:   seed, Warmup: pl.o.Warmup, Measure: pl.o.Measure, KeepRecords: true,
-		Requests: reqs, BlockSize: pl.w.BlockSize}
+		Requests: reqs, BlockSize: pl.w.BlockSize, PoolRouter: dr}
 	for i, p := range f.Pools {
 		cfg.Pools = append(cfg.Pools, sim.Pool{Name: p.Name, MaxTokens: p.MaxTokens})
 		prof := models[i].Engine
@@ -258,7 +301,7 @@ func (pl *Planner) SimConfig(f Fleet, models []*PoolModel, lambda float64, seed 
 		}
 	}
 	cfg.Gateway = gw
-	return cfg, nil
+	return cfg, dr, failed, nil
 }
 
 // Sec is a time in seconds that is +Inf when requests failed beyond the
@@ -292,34 +335,48 @@ type Eval struct {
 	Cost   float64 `json:"cost_per_hr"`
 	Lambda float64 `json:"lambda"`
 	Policy string  `json:"policy"`
-	Seeds  int     `json:"seeds"`
+	// PoolRouter picked each request's pool.
+	PoolRouter string `json:"pool_router"`
+	Seeds      int    `json:"seeds"`
 	// P99 is over every seed's requests pooled; P99Lo and P99Hi are a 95%
 	// confidence interval of the per-seed P99 (Student's t).
-	P50           Sec            `json:"ttft_p50_s"`
-	P99           Sec            `json:"ttft_p99_s"`
-	P99Lo         Sec            `json:"ttft_p99_ci_lo_s"`
-	P99Hi         Sec            `json:"ttft_p99_ci_hi_s"`
-	Requests      int            `json:"requests"`
-	Completed     int            `json:"completed"`
-	Rejected      int            `json:"rejected"`
-	TooLong       int            `json:"too_long"`
-	SLOPct        float64        `json:"slo_pct"`
-	ReusePct      float64        `json:"reuse_pct"`
-	ThroughputRPS float64        `json:"throughput_rps"`
-	Pools         []PoolEval     `json:"pools"`
-	Categories    []CategoryEval `json:"categories"`
-	Pass          bool           `json:"meets_slo"`
+	P50           Sec     `json:"ttft_p50_s"`
+	P99           Sec     `json:"ttft_p99_s"`
+	P99Lo         Sec     `json:"ttft_p99_ci_lo_s"`
+	P99Hi         Sec     `json:"ttft_p99_ci_hi_s"`
+	Requests      int     `json:"requests"`
+	Completed     int     `json:"completed"`
+	Rejected      int     `json:"rejected"`
+	TooLong       int     `json:"too_long"`
+	SLOPct        float64 `json:"slo_pct"`
+	ReusePct      float64 `json:"reuse_pct"`
+	ThroughputRPS float64 `json:"throughput_rps"`
+	// Compressed requests (compress-and-route) and their P99 TTFT,
+	// compression latency included; Truncated requests went to a pool too
+	// small for their answer, which was cut at its max context;
+	// ClassifierErrors are requests the semantic classifier did not answer
+	// (routed to the fallback).
+	Compressed       int            `json:"compressed"`
+	CompressedP99    Sec            `json:"compressed_ttft_p99_s"`
+	Truncated        int            `json:"truncated"`
+	ClassifierErrors int            `json:"classifier_errors"`
+	Pools            []PoolEval     `json:"pools"`
+	Categories       []CategoryEval `json:"categories"`
+	Pass             bool           `json:"meets_slo"`
 }
 
 // PoolEval is one pool's share of an Eval.
 type PoolEval struct {
-	Name      string  `json:"name"`
-	Instances int     `json:"instances"`
-	Requests  int     `json:"requests"`
-	P99       Sec     `json:"ttft_p99_s"`
-	SLOPct    float64 `json:"slo_pct"`
-	BusyPct   float64 `json:"busy_pct"`
-	ReusePct  float64 `json:"reuse_pct"`
+	Name      string `json:"name"`
+	Instances int    `json:"instances"`
+	Requests  int    `json:"requests"`
+	// SharePct is the pool's share of the measured requests (those
+	// rejected before any pool took them count in the denominator).
+	SharePct float64 `json:"share_pct"`
+	P99      Sec     `json:"ttft_p99_s"`
+	SLOPct   float64 `json:"slo_pct"`
+	BusyPct  float64 `json:"busy_pct"`
+	ReusePct float64 `json:"reuse_pct"`
 }
 
 // CategoryEval is one request category's share of an Eval.
@@ -330,37 +387,50 @@ type CategoryEval struct {
 }
 
 // Evaluate runs the DES of fleet f at rate lambda for every seed with the
-// given policy ("" for the planner's).
+// given policy ("" for the planner's) and the planner's pool router.
 func (pl *Planner) Evaluate(ctx context.Context, f Fleet, lambda float64, pol string) (*Eval, error) {
+	return pl.EvaluateWith(ctx, f, lambda, pol, nil)
+}
+
+// EvaluateWith is Evaluate with pool router r (nil: the planner's).
+func (pl *Planner) EvaluateWith(ctx context.Context, f Fleet, lambda float64, pol string, r PoolRouter) (*Eval, error) {
 	if pol == "" {
 		pol = pl.o.Policy
 	}
-	key := fmt.Sprintf("%s|%g|%s", f, lambda, pol)
+	if r == nil {
+		r = pl.o.PoolRouter
+	}
+	key := fmt.Sprintf("%s|%g|%s|%s", f, lambda, pol, r.Name())
 	if e, ok := pl.memo[key]; ok {
 		return e, nil
 	}
-	models, err := pl.Models(f)
+	models, err := pl.ModelsWith(f, r)
 	if err != nil {
 		return nil, err
 	}
 	cfgs := make([]sim.Config, len(pl.o.Seeds))
+	routers := make([]*desRouter, len(pl.o.Seeds))
+	failed := 0
 	for i, seed := range pl.o.Seeds {
-		if cfgs[i], err = pl.SimConfig(f, models, lambda, seed, pol); err != nil {
+		var n int
+		if cfgs[i], routers[i], n, err = pl.simConfig(ctx, f, models, lambda, seed, pol, r); err != nil {
 			return nil, err
 		}
+		failed += n
 	}
 	res, err := pl.o.Run(ctx, cfgs)
 	if err != nil {
 		return nil, fmt.Errorf("plan: simulating %s: %w", f, err)
 	}
-	e := pl.summarize(f, lambda, pol, cfgs, res)
+	e := pl.summarize(f, lambda, pol, cfgs, routers, res)
+	e.PoolRouter, e.ClassifierErrors = r.Name(), failed
 	pl.memo[key] = e
 	return e, nil
 }
 
-func (pl *Planner) summarize(f Fleet, lambda float64, pol string, cfgs []sim.Config, res []*sim.Result) *Eval {
+func (pl *Planner) summarize(f Fleet, lambda float64, pol string, cfgs []sim.Config, routers []*desRouter, res []*sim.Result) *Eval {
 	e := &Eval{Fleet: f, Cost: f.Cost(), Lambda: lambda, Policy: pol, Seeds: len(res)}
-	var all []metrics.TurnRecord
+	var all, compressed []metrics.TurnRecord
 	byPool := make([][]metrics.TurnRecord, len(f.Pools))
 	var byCat [3][]metrics.TurnRecord
 	var perSeed []float64
@@ -371,10 +441,19 @@ func (pl *Planner) summarize(f Fleet, lambda float64, pol string, cfgs []sim.Con
 	window := 0.0
 	for i, r := range res {
 		reqs := cfgs[i].Requests
-		perSeed = append(perSeed, metrics.TTFTQuantile(r.Records, 0.99))
 		window += cfgs[i].Measure.Seconds()
+		dr := routers[i]
+		from := len(all)
 		for _, rec := range r.Records {
-			req := reqs[rec.Session-1]
+			idx := int(rec.Session - 1)
+			req := reqs[idx]
+			if d := dr.delay[idx]; d > 0 { // the compression latency is part of its TTFT
+				rec.Start -= d
+				compressed = append(compressed, rec)
+			}
+			if dr.cut[idx] {
+				e.Truncated++
+			}
 			all = append(all, rec)
 			byCat[req.Category] = append(byCat[req.Category], rec)
 			switch rec.Reason {
@@ -384,7 +463,7 @@ func (pl *Planner) summarize(f Fleet, lambda float64, pol string, cfgs []sim.Con
 			default:
 				e.Rejected++
 			}
-			p := sim.PoolFor(cfgs[i].Pools, req.InputTokens+max(req.OutputTokens, 1))
+			p := dr.picked[idx]
 			if p >= 0 {
 				byPool[p] = append(byPool[p], rec)
 			}
@@ -398,11 +477,13 @@ func (pl *Planner) summarize(f Fleet, lambda float64, pol string, cfgs []sim.Con
 				}
 			}
 		}
+		perSeed = append(perSeed, metrics.TTFTQuantile(all[from:], 0.99))
 		for b, be := range r.Backends {
 			busy[cfgs[i].Backends[b].Pool] += be.BusyPct / float64(f.Pools[cfgs[i].Backends[b].Pool].Instances) / float64(len(res))
 		}
 	}
 	e.Requests = len(all)
+	e.Compressed, e.CompressedP99 = len(compressed), Sec(metrics.TTFTQuantile(compressed, 0.99))
 	e.P50, e.P99 = Sec(metrics.TTFTQuantile(all, 0.5)), Sec(metrics.TTFTQuantile(all, 0.99))
 	lo, hi := confidence(perSeed)
 	e.P99Lo, e.P99Hi = Sec(lo), Sec(hi)
@@ -412,7 +493,7 @@ func (pl *Planner) summarize(f Fleet, lambda float64, pol string, cfgs []sim.Con
 		e.ThroughputRPS = float64(e.Completed) / window
 	}
 	for i, p := range f.Pools {
-		e.Pools = append(e.Pools, PoolEval{Name: p.Name, Instances: p.Instances, Requests: len(byPool[i]),
+		e.Pools = append(e.Pools, PoolEval{Name: p.Name, Instances: p.Instances, Requests: len(byPool[i]), SharePct: pct(float64(len(byPool[i])), float64(len(all))),
 			P99: Sec(metrics.TTFTQuantile(byPool[i], 0.99)), SLOPct: sloPct(byPool[i], pl.o.SLO), BusyPct: busy[i],
 			ReusePct: pct(float64(poolCached[i]), float64(poolPrompt[i]))})
 	}

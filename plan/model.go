@@ -8,10 +8,18 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/engine"
+	"github.com/stargate-llm/stargate/workload"
 )
 
-// Sample is a request's token counts.
-type Sample struct{ In, Out int }
+// Sample is a request's token counts, with what a pool router may use:
+// its category and model, and a delay before it reaches the router (a
+// compressed prompt's compression latency).
+type Sample struct {
+	In, Out int
+	Cat     workload.Category
+	Model   string
+	Delay   time.Duration
+}
 
 // Total is input plus output tokens.
 func (s Sample) Total() int { return s.In + s.Out }
@@ -52,21 +60,30 @@ type PoolModel struct {
 // 1)) tau its time to first token once admitted.
 func NewPoolModel(name string, p *Profile, samples []Sample, lo, hi int) (*PoolModel, error) {
 	var mine []Sample
-	var sumIn, sumCtx, sumTotal float64
 	for _, s := range samples {
 		if t := s.Total(); t > lo && t <= hi {
 			mine = append(mine, s)
-			sumIn += float64(s.In)
-			sumCtx += float64(s.In) + float64(s.Out)/2
-			sumTotal += float64(t)
 		}
+	}
+	return poolModelOf(name, p, mine, len(samples), hi)
+}
+
+// poolModelOf models the requests mine, of all requests in total, on a
+// pool of profile p and max context hi. A sample's Delay adds to its time
+// to first token.
+func poolModelOf(name string, p *Profile, mine []Sample, total, hi int) (*PoolModel, error) {
+	var sumIn, sumCtx, sumTotal float64
+	for _, s := range mine {
+		sumIn += float64(s.In)
+		sumCtx += float64(s.In) + float64(s.Out)/2
+		sumTotal += float64(s.Total())
 	}
 	m := &PoolModel{Name: name, Profile: p, MaxTokens: hi, n: len(mine)}
 	if len(mine) == 0 {
 		return m, nil
 	}
 	k := float64(len(mine))
-	m.Share = k / float64(len(samples))
+	m.Share = k / float64(total)
 	m.Shape = PoolShape{MeanInput: sumIn / k, MeanContext: sumCtx / k, MaxTokens: hi}
 	m.Engine = p.EngineFor(m.Shape)
 	if err := m.Engine.Validate(); err != nil {
@@ -101,7 +118,7 @@ func NewPoolModel(name string, p *Profile, samples []Sample, lo, hi int) (*PoolM
 		sj := steps[i] * tau
 		sumS += sj
 		sumS2 += sj * sj
-		pre[i] *= tau
+		pre[i] = pre[i]*tau + mine[i].Delay.Seconds()
 		sumP += pre[i]
 	}
 	mean := sumS / k

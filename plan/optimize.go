@@ -21,8 +21,14 @@ type Candidate struct {
 	// pool utilization.
 	P99  Sec     `json:"analytic_ttft_p99_s"`
 	Util float64 `json:"max_util"`
+	// PoolRouter is the router the sizes assume; Compressed is the share
+	// of requests it compresses (compress-and-route).
+	PoolRouter string  `json:"pool_router"`
+	Compressed float64 `json:"compressed_share,omitempty"`
 	// Err says why no size meets the target (the fleet is then empty).
 	Err string `json:"error,omitempty"`
+
+	router PoolRouter
 }
 
 // PoolChoice is the pool layouts to search: profiles for a single pool or
@@ -35,6 +41,9 @@ type PoolChoice struct {
 	LongMax     int
 	// SingleOnly and TwoOnly restrict the layouts.
 	SingleOnly, TwoOnly bool
+	// Routers are the pool routers to size two-pool layouts with (nil: the
+	// planner's); a single pool is sized with the first.
+	Routers []PoolRouter
 }
 
 func (pl *Planner) longMax(c PoolChoice) int {
@@ -45,21 +54,30 @@ func (pl *Planner) longMax(c PoolChoice) int {
 }
 
 // Size sizes every pool of fleet f analytically at rate lambda (the
-// instance counts of f are ignored).
+// instance counts of f are ignored) with the planner's pool router.
 func (pl *Planner) Size(f Fleet, lambda float64) Candidate {
-	c := Candidate{Fleet: Fleet{Pools: slices.Clone(f.Pools)}}
+	return pl.SizeWith(f, lambda, pl.o.PoolRouter)
+}
+
+// SizeWith is Size with pool router r.
+func (pl *Planner) SizeWith(f Fleet, lambda float64, r PoolRouter) Candidate {
+	c := Candidate{Fleet: Fleet{Pools: slices.Clone(f.Pools)}, PoolRouter: r.Name(), router: r}
 	if len(f.Pools) == 2 {
 		c.Threshold = f.Pools[0].MaxTokens
 	}
-	models, err := pl.Models(f)
+	models, err := pl.ModelsWith(f, r)
 	if err != nil {
 		c.Err = err.Error()
 		return c
 	}
-	if share := pl.tooLongShare(f); share > 0.01 {
-		c.Err = fmt.Sprintf("%.1f%% of requests are longer than every pool's max context (%d tokens): they are rejected, so no size meets a P99 target",
-			100*share, f.Pools[len(f.Pools)-1].MaxTokens)
-		return c
+	if err := f.validate(); err == nil {
+		a := pl.assign(f, r)
+		c.Compressed = a.compressed
+		if a.tooLong > 0.01 {
+			c.Err = fmt.Sprintf("%.1f%% of requests are longer than every pool's max context (%d tokens) or the prompt than the pool the %s router picks: they are rejected, so no size meets a P99 target",
+				100*a.tooLong, f.Pools[len(f.Pools)-1].MaxTokens, r.Name())
+			return c
+		}
 	}
 	if len(models) == 2 {
 		c.ShortShare = models[0].Share
@@ -87,10 +105,14 @@ func (pl *Planner) Size(f Fleet, lambda float64) Candidate {
 // (those that cannot meet the target last).
 func (pl *Planner) Candidates(choice PoolChoice, lambda float64) []Candidate {
 	long := pl.longMax(choice)
+	routers := choice.Routers
+	if len(routers) == 0 {
+		routers = []PoolRouter{pl.o.PoolRouter}
+	}
 	var out []Candidate
 	if !choice.TwoOnly {
 		for _, p := range choice.Long {
-			out = append(out, pl.Size(Fleet{Pools: []PoolSpec{{Name: "all", Profile: p, MaxTokens: long}}}, lambda))
+			out = append(out, pl.SizeWith(Fleet{Pools: []PoolSpec{{Name: "all", Profile: p, MaxTokens: long}}}, lambda, routers[0]))
 		}
 	}
 	if !choice.SingleOnly {
@@ -104,8 +126,10 @@ func (pl *Planner) Candidates(choice PoolChoice, lambda float64) []Candidate {
 			}
 			for _, ps := range choice.Short {
 				for _, plong := range choice.Long {
-					out = append(out, pl.Size(Fleet{Pools: []PoolSpec{{Name: "short", Profile: ps, MaxTokens: b},
-						{Name: "long", Profile: plong, MaxTokens: long}}}, lambda))
+					for _, r := range routers {
+						out = append(out, pl.SizeWith(Fleet{Pools: []PoolSpec{{Name: "short", Profile: ps, MaxTokens: b},
+							{Name: "long", Profile: plong, MaxTokens: long}}}, lambda, r))
+					}
 				}
 			}
 		}
@@ -157,7 +181,7 @@ func (pl *Planner) Verify(ctx context.Context, c Candidate, lambda float64) (*Ve
 	sims := map[string]bool{}
 	eval := func(f Fleet) (*Eval, error) {
 		sims[f.key()] = true
-		return pl.Evaluate(ctx, f, lambda, "")
+		return pl.EvaluateWith(ctx, f, lambda, "", c.router)
 	}
 	f := c.Fleet
 	e, err := eval(f)
@@ -347,9 +371,24 @@ func (pl *Planner) WhatIf(ctx context.Context, choice PoolChoice, rates []float6
 	return out, nil
 }
 
-// CompareRouters runs the DES of fleet f with each policy placing requests
-// inside the pools (the length router picks the pool in every case).
-func (pl *Planner) CompareRouters(ctx context.Context, f Fleet, policies []string) ([]*Eval, error) {
+// ComparePoolRouters runs the DES of fleet f with each pool router picking
+// the pools (the planner's policy placing requests inside them).
+func (pl *Planner) ComparePoolRouters(ctx context.Context, f Fleet, routers []PoolRouter) ([]*Eval, error) {
+	var out []*Eval
+	for _, r := range routers {
+		e, err := pl.EvaluateWith(ctx, f, pl.w.Lambda, "", r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// ComparePolicies runs the DES of fleet f with each policy placing
+// requests inside the pools (the planner's pool router picks the pool in
+// every case).
+func (pl *Planner) ComparePolicies(ctx context.Context, f Fleet, policies []string) ([]*Eval, error) {
 	var out []*Eval
 	for _, p := range policies {
 		if !pl.o.Registry.Has(p) {

@@ -123,7 +123,7 @@ func TestTraceWorkloadReplaysWithReuse(t *testing.T) {
 	}
 	wl := pl.Workload()
 	fleet := Fleet{Pools: []PoolSpec{{Name: "all", Profile: preset(t, "h100-llama3.1-8b"), MaxTokens: wl.MaxTokens(), Instances: 8}}}
-	evals, err := pl.CompareRouters(context.Background(), fleet, []string{"least-request", "pulsar-waw"})
+	evals, err := pl.ComparePolicies(context.Background(), fleet, []string{"least-request", "pulsar-waw"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestTraceWorkloadReplaysWithReuse(t *testing.T) {
 func TestPoolModelByHand(t *testing.T) {
 	e := engine.Profile{Name: "e", BaseMs: 10, PerDecodeSeqMs: 1, PerPrefillTokenMs: 0.01, KVTokens: 110_000, MaxSeqs: 100, PrefillChunk: 1000}
 	p := &Profile{Name: "e", Engine: &e, CostPerHr: 2}
-	samples := []Sample{{1000, 100}, {1000, 100}, {5000, 1000}}
+	samples := []Sample{{In: 1000, Out: 100}, {In: 1000, Out: 100}, {In: 5000, Out: 1000}}
 	m, err := NewPoolModel("all", p, samples, 0, 10_000)
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,9 @@ type Workload struct {
 	Lambda float64
 	// BlockSize is the tokens per block hash id of the trace.
 	BlockSize int
+	// Models is the requests' model mix (for the model router); none by
+	// default.
+	Models []ModelShare
 }
 
 // AnalyticSamples is how many requests the analytical model draws.
@@ -79,7 +82,9 @@ func (w *Workload) synthetic(lambda float64) workload.Synthetic {
 func (w *Workload) Samples(n int, rng *rand.Rand) []Sample {
 	out := make([]Sample, 0, n)
 	if w.Trace != nil {
-		pick := func(r workload.TraceRequest) { out = append(out, Sample{r.InputTokens, max(r.OutputTokens, 1)}) }
+		pick := func(r workload.TraceRequest) {
+			out = append(out, Sample{In: r.InputTokens, Out: max(r.OutputTokens, 1), Cat: r.Category})
+		}
 		if len(w.Trace) <= n {
 			for _, r := range w.Trace {
 				pick(r)
@@ -93,7 +98,7 @@ func (w *Workload) Samples(n int, rng *rand.Rand) []Sample {
 	}
 	for range n {
 		in, o := workload.Split(w.CDF.Sample(rng), w.InputShare)
-		out = append(out, Sample{in, o})
+		out = append(out, Sample{In: in, Out: o})
 	}
 	return out
 }

@@ -44,12 +44,31 @@ type BackendSpec struct {
 // Pool is a set of backends that take requests up to a length. With pools,
 // a router first picks the pool by the request's total tokens (prompt plus
 // output, known to the simulator: an oracle a live router can only
-// estimate): the pool of smallest MaxTokens that holds it. A request longer
+// estimate): the pool of smallest MaxTokens that holds it, unless
+// Config.PoolRouter picks it. A request longer
 // than every pool's MaxTokens fails at once (client.TooLong). Inside the
 // pool the router's policy places it among the pool's backends.
 type Pool struct {
 	Name      string
 	MaxTokens int
+}
+
+// PoolRouter, set in Config.PoolRouter, picks the pool of each request of
+// Config.Requests in place of the length rule (PoolFor). It is called once
+// per attempt, at the router, with each pool's load at that instant; it must
+// be deterministic and is used by one run only.
+type PoolRouter interface {
+	// Pool is the pool of request i of Config.Requests, sent as turn t, with
+	// loads[p] pool p's load; -1 fails the request at once as too long. The
+	// returned output, if positive and below t's, replaces it: the pool's
+	// engines stop the answer at their max context (a truncated answer).
+	Pool(now time.Duration, i int, t workload.Turn, loads []PoolLoad) (pool, output int)
+}
+
+// PoolLoad is a pool's load as its gateways see it: requests running on
+// its engines and requests queued at its gateways.
+type PoolLoad struct {
+	Active, Queued int
 }
 
 // Config is everything one simulation run needs.
@@ -91,6 +110,9 @@ type Config struct {
 
 	// Pools, when set, split the backends by request length (see Pool).
 	Pools []Pool
+	// PoolRouter, when set with Pools and Requests, picks each request's
+	// pool instead of the length rule.
+	PoolRouter PoolRouter
 	// Requests, when set, replace the sessions: each request is one turn
 	// sent at its arrival time (open loop; RPS and Workload are unused).
 	// Requests that arrive in [Warmup, Warmup+Measure) are measured, by

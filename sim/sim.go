@@ -204,6 +204,8 @@ type session struct {
 	// trace request's leading block ids.
 	key uint64
 	req *workload.TraceRequest
+	// reqIndex is req's index in Config.Requests.
+	reqIndex int
 	// measured: a trace turn that arrived in the window; the run drains
 	// until none is left.
 	measured bool
@@ -688,7 +690,7 @@ func (s *simulation) traceArrive() {
 	s.nextSess++
 	region := s.regions[s.rng.IntN(len(s.regions))]
 	rs := s.byRegion[region]
-	ss := &session{id: s.nextSess, key: s.nextSess, req: req, region: region, router: rs[s.rng.IntN(len(rs))]}
+	ss := &session{id: s.nextSess, key: s.nextSess, req: req, reqIndex: s.nextReq - 1, region: region, router: rs[s.rng.IntN(len(rs))]}
 	if h := req.BlockHashes; len(h) > 0 {
 		ss.key = mix.Mix64(h[0])
 		if len(h) > 1 {
@@ -708,6 +710,23 @@ func (s *simulation) traceArrive() {
 func (s *simulation) poolFor(ss *session) int {
 	if len(s.cfg.Pools) == 0 {
 		return 0
+	}
+	if s.cfg.PoolRouter != nil && ss.req != nil {
+		loads := make([]PoolLoad, len(s.cfg.Pools))
+		for p, members := range s.members {
+			for _, b := range members {
+				loads[p].Active += s.backends[b].gw.Active()
+				loads[p].Queued += s.backends[b].gw.Waiting()
+			}
+		}
+		p, out := s.cfg.PoolRouter.Pool(s.now, ss.reqIndex, ss.prompt, loads)
+		if p >= len(s.cfg.Pools) {
+			return -1
+		}
+		if out > 0 && out < ss.prompt.OutputTokens {
+			ss.prompt.OutputTokens = out
+		}
+		return p
 	}
 	return PoolFor(s.cfg.Pools, ss.prompt.PromptTokens+ss.prompt.OutputTokens)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,9 @@ type planFlags struct {
 	longMax                          int
 	layout                           string
 	parallel                         int
+	// pool routers (planrouters.go)
+	poolRouter, models, classifierURL string
+	classifierTimeout                 time.Duration
 }
 
 func (f *planFlags) register(cmd *cobra.Command) {
@@ -56,6 +60,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.layout, "layout", "any", "pool layouts: single, two or any")
 	fl.StringVar(&f.format, "format", "table", "output format: table or json")
 	fl.IntVar(&f.parallel, "parallel", 0, "DES runs at once (default: one per CPU)")
+	f.registerPoolRouter(cmd)
 }
 
 func loadPlanProfile(name string) (*plan.Profile, error) {
@@ -168,10 +173,16 @@ func (f *planFlags) planner(cmd *cobra.Command) (*plan.Planner, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := f.poolRouterOptions(&w); err != nil {
+		return nil, err
+	}
 	reg := policy.NewRegistry()
 	o := plan.DefaultOptions(f.slo)
 	o.UtilCap, o.Policy, o.Seeds, o.Warmup, o.Measure, o.Registry = f.cap, f.pol, seeds, f.warmup, f.measure, reg
 	o.Run = parallelRunner(reg, f.parallel, cmd.ErrOrStderr())
+	if o.PoolRouter, o.Classifier, err = f.poolRouterAndClassifier(); err != nil {
+		return nil, err
+	}
 	pl, err := plan.New(w, o)
 	if err != nil {
 		return nil, usageError{err}
@@ -275,9 +286,10 @@ func newPlanCmd() *cobra.Command {
 		Use:   "plan",
 		Short: "Capacity planning: size pools of GPUs for a workload and check them in the DES",
 		Long: `Capacity planning. A fleet is one or two pools of identical instances (a
-profile: model, GPUs and serving configuration); a request goes to the pool
-of smallest max context that holds its total tokens, and a request longer than
-every pool is rejected. Pools are sized analytically (M/G/c, Erlang C and
+profile: model, GPUs and serving configuration); a pool router (--pool-router,
+length by default) picks each request's pool: by default the pool of smallest
+max context that holds its total tokens, and a request longer than every pool
+is rejected. Pools are sized analytically (M/G/c, Erlang C and
 Kimura's P99 wait; see go doc ./plan) and checked with the discrete-event
 simulator that stargate sim runs.
 
@@ -286,17 +298,18 @@ Workloads: --cdf FILE (total-token CDF, JSON [[tokens, fraction], ...]) with
 YAML files (see go doc ./plan).`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return usagef("name a subcommand: optimize, simulate, pareto, disagg, compare-routers, whatif (see stargate plan --help)")
+			return usagef("name a subcommand: optimize, simulate, pareto, disagg, compare-routers, compare-policies, whatif, estimate-error (see stargate plan --help)")
 		},
 	}
 	cmd.AddCommand(newPlanOptimizeCmd(), newPlanSimulateCmd(), newPlanParetoCmd(), newPlanDisaggCmd(),
-		newPlanCompareCmd(), newPlanWhatIfCmd())
+		newPlanComparePoliciesCmd(), newPlanWhatIfCmd(), newPlanCompareRoutersCmd(), newPlanEstimateErrorCmd())
 	return cmd
 }
 
 func newPlanOptimizeCmd() *cobra.Command {
 	var f planFlags
 	var topK, show int
+	var gamma string
 	cmd := &cobra.Command{
 		Use:   "optimize",
 		Short: "Rank pool layouts by hourly cost and verify the cheapest with the DES",
@@ -315,6 +328,12 @@ func newPlanOptimizeCmd() *cobra.Command {
 			if topK < 1 || show < 1 {
 				return usagef("--verify-top and --show must be >= 1")
 			}
+			if c.Routers, err = f.gammaRouters(cmd, gamma, true); err != nil {
+				return err
+			}
+			if err := checkRouterPools(pl.PoolRouter(), f.layoutPoolNames()); err != nil {
+				return err
+			}
 			res, err := pl.Optimize(cmd.Context(), c, topK)
 			if err != nil {
 				return failure{err}
@@ -329,26 +348,42 @@ func newPlanOptimizeCmd() *cobra.Command {
 	f.register(cmd)
 	cmd.Flags().IntVar(&topK, "verify-top", 3, "candidates to verify with the DES, cheapest first")
 	cmd.Flags().IntVar(&show, "show", 8, "analytical candidates to list")
+	cmd.Flags().StringVar(&gamma, "gamma", "", "compress-and-route's gamma, or several comma separated to search (implies --pool-router compress-and-route)")
 	return cmd
 }
 
 func writeOptimize(w io.Writer, res *plan.Optimized, show int) error {
 	t := report.Table{Title: fmt.Sprintf("Candidates at %.4g req/s, P99 TTFT target %gs (analytical, cheapest first)", res.Lambda, res.SLOS),
 		Headers: []string{"fleet (pool:profile:max_tokens:instances)", "$/hr", "p99 s", "max util", "note"}}
+	routed := showPoolRouter(res)
+	if routed {
+		t.Headers = slices.Insert(t.Headers, 1, "pool router")
+	}
 	for i, c := range res.Candidates {
 		if i == show {
 			break
 		}
-		t.Rows = append(t.Rows, []string{c.Fleet.String(), fmt.Sprintf("%.2f", c.Cost), c.P99.String(), fmt.Sprintf("%.2f", c.Util), c.Err})
+		row := []string{c.Fleet.String(), fmt.Sprintf("%.2f", c.Cost), c.P99.String(), fmt.Sprintf("%.2f", c.Util), c.Err}
+		if routed {
+			row = slices.Insert(row, 1, c.PoolRouter)
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	if err := t.WriteText(w); err != nil {
 		return err
 	}
 	v := report.Table{Title: "DES verification (smallest fleet that meets the target; one instance fewer in any pool does not)",
 		Headers: []string{"analytical", "verified", "$/hr", "p99 s", "95% CI", "slo%", "reuse%", "rejected", "fleets", "next smaller: p99 s"}}
+	if routed {
+		v.Headers = slices.Insert(v.Headers, 1, "pool router")
+	}
 	for _, r := range res.Verified {
 		if r.Eval == nil {
-			v.Rows = append(v.Rows, []string{r.Candidate.Fleet.String(), "-", "", "", "", "", "", "", strconv.Itoa(r.Sims), r.Note})
+			row := []string{r.Candidate.Fleet.String(), "-", "", "", "", "", "", "", strconv.Itoa(r.Sims), r.Note}
+			if routed {
+				row = slices.Insert(row, 1, r.Candidate.PoolRouter)
+			}
+			v.Rows = append(v.Rows, row)
 			continue
 		}
 		e := r.Eval
@@ -359,9 +394,13 @@ func writeOptimize(w io.Writer, res *plan.Optimized, show int) error {
 		if len(smaller) == 0 {
 			smaller = []string{r.Note}
 		}
-		v.Rows = append(v.Rows, []string{r.Candidate.Fleet.String(), e.Fleet.String(), fmt.Sprintf("%.2f", e.Cost), e.P99.String(),
+		row := []string{r.Candidate.Fleet.String(), e.Fleet.String(), fmt.Sprintf("%.2f", e.Cost), e.P99.String(),
 			e.P99Lo.String() + "-" + e.P99Hi.String(), fmt.Sprintf("%.1f", e.SLOPct), fmt.Sprintf("%.1f", e.ReusePct),
-			strconv.Itoa(e.Rejected + e.TooLong), strconv.Itoa(r.Sims), strings.Join(smaller, "; ")})
+			strconv.Itoa(e.Rejected + e.TooLong), strconv.Itoa(r.Sims), strings.Join(smaller, "; ")}
+		if routed {
+			row = slices.Insert(row, 1, e.PoolRouter)
+		}
+		v.Rows = append(v.Rows, row)
 	}
 	fmt.Fprintln(w)
 	if err := v.WriteText(w); err != nil {
@@ -371,8 +410,12 @@ func writeOptimize(w io.Writer, res *plan.Optimized, show int) error {
 		fmt.Fprintln(w, "\nNo candidate met the target in the DES.")
 		return nil
 	}
-	fmt.Fprintf(w, "\nRecommended: %s at $%.2f/hr (DES P99 TTFT %ss over %d seeds, %d requests).\n",
-		res.Best.Eval.Fleet, res.Best.Eval.Cost, res.Best.Eval.P99, res.Best.Eval.Seeds, res.Best.Eval.Requests)
+	via := ""
+	if routed {
+		via = " with pool router " + res.Best.Eval.PoolRouter
+	}
+	fmt.Fprintf(w, "\nRecommended: %s%s at $%.2f/hr (DES P99 TTFT %ss over %d seeds, %d requests).\n",
+		res.Best.Eval.Fleet, via, res.Best.Eval.Cost, res.Best.Eval.P99, res.Best.Eval.Seeds, res.Best.Eval.Requests)
 	return nil
 }
 
@@ -390,7 +433,7 @@ func writeEvals(w io.Writer, title string, evals []*plan.Eval) error {
 
 func newPlanSimulateCmd() *cobra.Command {
 	var f planFlags
-	var pools string
+	var pools, gamma string
 	cmd := &cobra.Command{
 		Use:     "simulate",
 		Short:   "Run the DES for given pool sizes",
@@ -405,7 +448,18 @@ func newPlanSimulateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			e, err := pl.Evaluate(cmd.Context(), fleet, pl.Workload().Lambda, "")
+			routers, err := f.gammaRouters(cmd, gamma, false)
+			if err != nil {
+				return err
+			}
+			r := pl.PoolRouter()
+			if len(routers) > 0 {
+				r = routers[0]
+			}
+			if err := checkRouterPools(r, fleetPoolNames(fleet)); err != nil {
+				return err
+			}
+			e, err := pl.EvaluateWith(cmd.Context(), fleet, pl.Workload().Lambda, "", r)
 			if err != nil {
 				return failure{err}
 			}
@@ -416,9 +470,10 @@ func newPlanSimulateCmd() *cobra.Command {
 			if err := writeEvals(w, fmt.Sprintf("DES at %.4g req/s, %d seeds", e.Lambda, e.Seeds), []*plan.Eval{e}); err != nil {
 				return err
 			}
-			pt := report.Table{Title: "Pools", Headers: []string{"pool", "instances", "requests", "p99 s", "slo%", "busy%", "reuse%"}}
+			writeRouterLine(w, e)
+			pt := report.Table{Title: "Pools", Headers: []string{"pool", "instances", "requests", "share%", "p99 s", "slo%", "busy%", "reuse%"}}
 			for _, p := range e.Pools {
-				pt.Rows = append(pt.Rows, []string{p.Name, strconv.Itoa(p.Instances), strconv.Itoa(p.Requests), p.P99.String(),
+				pt.Rows = append(pt.Rows, []string{p.Name, strconv.Itoa(p.Instances), strconv.Itoa(p.Requests), fmt.Sprintf("%.1f", p.SharePct), p.P99.String(),
 					fmt.Sprintf("%.1f", p.SLOPct), fmt.Sprintf("%.1f", p.BusyPct), fmt.Sprintf("%.1f", p.ReusePct)})
 			}
 			ct := report.Table{Title: "Categories", Headers: []string{"category", "requests", "p99 s"}}
@@ -435,6 +490,7 @@ func newPlanSimulateCmd() *cobra.Command {
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&pools, "pools", "", "pools name:profile:max_tokens:instances, comma separated, by increasing max_tokens")
+	cmd.Flags().StringVar(&gamma, "gamma", "", "compress-and-route's gamma (implies --pool-router compress-and-route)")
 	return cmd
 }
 
@@ -541,29 +597,40 @@ func newPlanCompareCmd() *cobra.Command {
 		Example: `  stargate plan compare-routers --trace traces/mooncake/conversation_trace.jsonl --measure 600s \
     --pools all:h100-llama3.1-8b:200000:4 --policies least-request,round-robin,pulsar-waw`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			pl, err := f.planner(cmd)
-			if err != nil {
-				return err
-			}
-			fleet, err := parsePools(pools)
-			if err != nil {
-				return err
-			}
-			evals, err := pl.CompareRouters(cmd.Context(), fleet, splitList(policies))
-			if err != nil {
-				return usageError{err}
-			}
-			if f.format == "json" {
-				return writeJSON(cmd.OutOrStdout(), evals)
-			}
-			return writeEvals(cmd.OutOrStdout(), fmt.Sprintf("Policies inside the pools (length routing between them) at %.4g req/s", pl.Workload().Lambda), evals)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return comparePolicies(cmd, &f, pools, policies) },
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&pools, "pools", "", "pools name:profile:max_tokens:instances, comma separated, by increasing max_tokens")
 	cmd.Flags().StringVar(&policies, "policies", "least-request,round-robin,power-of-two,random,waw,pulsar-waw", "policies to compare")
 	return cmd
+}
+
+// comparePolicies runs the DES of one fleet with each placement policy.
+func comparePolicies(cmd *cobra.Command, f *planFlags, pools, policies string) error {
+	pl, err := f.planner(cmd)
+	if err != nil {
+		return err
+	}
+	fleet, err := parsePools(pools)
+	if err != nil {
+		return err
+	}
+	if err := checkRouterPools(pl.PoolRouter(), fleetPoolNames(fleet)); err != nil {
+		return err
+	}
+	for _, p := range splitList(policies) {
+		if !policy.NewRegistry().Has(p) {
+			return usagef("--policies: unknown policy %q (known: %s)", p, strings.Join(policy.NewRegistry().Names(), ", "))
+		}
+	}
+	evals, err := pl.ComparePolicies(cmd.Context(), fleet, splitList(policies))
+	if err != nil {
+		return failure{err}
+	}
+	if f.format == "json" {
+		return writeJSON(cmd.OutOrStdout(), evals)
+	}
+	return writeEvals(cmd.OutOrStdout(), fmt.Sprintf("Policies inside the pools (%s routing between them) at %.4g req/s", pl.PoolRouter().Name(), pl.Workload().Lambda), evals)
 }
 
 func newPlanWhatIfCmd() *cobra.Command {
@@ -586,6 +653,9 @@ func newPlanWhatIfCmd() *cobra.Command {
 			var fixed plan.Fleet
 			if pools != "" {
 				if fixed, err = parsePools(pools); err != nil {
+					return err
+				}
+				if err := checkRouterPools(pl.PoolRouter(), fleetPoolNames(fixed)); err != nil {
 					return err
 				}
 			}

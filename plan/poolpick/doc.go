@@ -1,0 +1,7 @@
+// Package poolpick holds the pure rules that pick a pool of a fleet for a
+// request before any placement inside the pool: by length (the pool of
+// smallest max context that holds the request's tokens) and by model (a
+// table from model name to pool, with a fallback). They have no state and
+// no dependencies, so the planner's pool routers (package plan), the
+// simulator and a live router can share them.
+package poolpick
