@@ -82,6 +82,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	read, ok := openai.ReadFrom(ctx) // the router in this process read it already
+	needed := 0                         // prompt plus completion tokens, for a context-length refusal
 	if !ok {
 		var req openai.Request
 		if err := json.Unmarshal(body, &req); err != nil {
@@ -94,8 +95,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		read = openai.Read{Prompt: prompt, Session: openai.SessionKey(r.Header, req.User, lead)}
+		needed = prompt + outputTokens(&req)
 	}
 	prompt, session := read.Prompt, read.Session
+	needed = max(needed, prompt+1)
 
 	s.mu.Lock()
 	s.nextID++
@@ -145,7 +148,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.ObserveQueue != nil {
 		s.cfg.ObserveQueue(s.now() - now)
 	}
-	s.forward(w, r, id, wt.grant, session, prompt, body)
+	s.forward(w, r, id, wt.grant, session, prompt, needed, body)
 }
 
 // await waits until id is admitted or granted; false if ctx ended first.
@@ -189,7 +192,7 @@ func (s *Server) releaseAdmission(id uint64, promptTokens int) {
 
 // forward sends the request to its worker's engine and copies the answer back,
 // flushing every read so that streamed tokens leave at once.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, worker int, session uint64, prompt int, body []byte) {
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, worker int, session uint64, prompt, needed int, body []byte) {
 	s.mu.Lock()
 	s.workers[worker].start(id, session, prompt)
 	s.mu.Unlock()
@@ -221,7 +224,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 	copyBody := func(p []byte) error {
 		if learn {
 			learn = false
-			s.learnLimit(openai.ContextLimit(p))
+			if ev, ok := core.ParseLimitBody(p); ok {
+				s.learnLimit(ev, needed)
+			}
 		}
 		if _, err := w.Write(p); err != nil {
 			return errClientGone
@@ -285,17 +290,30 @@ func (s *Server) finish(id uint64, worker, prompt int, o core.Outcome, reason st
 	s.pokeStats()
 }
 
-// learnLimit hands the admission core a context limit an engine's refusal
-// named; the next stats, due at once, tell every router (the simulator's
-// gateway runs the same core).
-func (s *Server) learnLimit(limit int) {
+// learnLimit hands the admission core an engine's context-length refusal
+// of a request of needed tokens; a limit it proves (core.LimitLearner's
+// rule) goes out with the next stats, due at once, to every router (the
+// simulator's gateway runs the same core).
+func (s *Server) learnLimit(ev core.LimitEvidence, needed int) {
 	s.mu.Lock()
-	changed := s.adm != nil && s.adm.LearnLimit(s.now(), limit)
+	changed := s.adm != nil && s.adm.LearnLimit(s.now(), ev, needed)
 	s.mu.Unlock()
 	if changed {
-		s.cfg.Logger.Info("engine refused a prompt over its context limit; its reports now carry it", "gateway", s.cfg.ID, "limit", limit)
+		s.cfg.Logger.Info("engine refused a prompt over its context limit; its reports now carry it", "gateway", s.cfg.ID, "limit", ev.Limit, "needed", needed)
 		s.pokeStats()
 	}
+}
+
+// outputTokens is the completion a request asks for (1 if it names none:
+// an engine then fills what the context leaves, at least one token).
+func outputTokens(req *openai.Request) int {
+	n := 1
+	for _, v := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
+		if v != nil && *v > n && *v < 1<<30 {
+			n = *v
+		}
+	}
+	return n
 }
 
 // engineOf is the index in the config's Engines of the engine that serves
