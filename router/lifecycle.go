@@ -64,9 +64,9 @@ type lifecycle struct {
 
 	advertised int                  // max_model_len from the backend
 	learned    gateway.LimitLearner // and what its refusals proved
-	errs                telemetry.ErrorRate
-	errTracked          bool
-	path                telemetry.PathEstimator
+	errs       telemetry.ErrorRate
+	errTracked bool
+	path       telemetry.PathEstimator
 }
 
 // effective derives the lifecycle state.

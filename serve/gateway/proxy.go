@@ -82,7 +82,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	read, ok := openai.ReadFrom(ctx) // the router in this process read it already
-	needed := 0                         // prompt plus completion tokens, for a context-length refusal
+	needed := 0                      // prompt plus completion tokens, for a context-length refusal
 	if !ok {
 		var req openai.Request
 		if err := json.Unmarshal(body, &req); err != nil {

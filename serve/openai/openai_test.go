@@ -127,7 +127,7 @@ func TestContextLimit(t *testing.T) {
 		`maximum context length is `:           -1,
 		`{"error":{"message":"rate limited"}}`: -1,
 		``:                                     -1,
-		`{"error":{"message":"This model's maximum context length is 99999999999999999999 tokens. However, your request has 9 input tokens."}}`: -1,
+		`{"error":{"message":"This model's maximum context length is 99999999999999999999 tokens. However, your request has 9 input tokens."}}`:                  -1,
 		`{"error":{"message":"Input should be a valid number: \"This model's maximum context length is 8 tokens. However, your request has 9 input tokens.\""}}`: -1,
 	} {
 		if got := ContextLimit([]byte(body)); got != want {
