@@ -330,12 +330,19 @@ func (s *Server) engineOf(worker int) int {
 func (s *Server) engineURL(worker int) string { return s.cfg.Engines[s.engineOf(worker)] }
 
 // routerIndex maps a router's name to its index in the core's Received
-// counts. Called with mu held.
+// counts. The name comes from a request header, so the map is bounded: a
+// name that is not a valid id (wire.ValidID), or one beyond the first
+// core.MaxRouters, counts for none (-1). Called with mu held.
 func (s *Server) routerIndex(name string) int {
 	i, ok := s.routerIx[name]
-	if !ok {
-		i = len(s.routerIx)
-		s.routerIx[name] = i
+	if ok {
+		return i
 	}
+	if !wire.ValidID(name) || len(s.routerIx) >= core.MaxRouters {
+		return -1
+	}
+	i = len(s.routerIx)
+	s.routerIx[name] = i
 	return i
 }
+

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	core "github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/internal/poll"
 	"github.com/stargate-llm/stargate/serve/wire"
 )
@@ -119,4 +120,35 @@ func TestSecurityContextLimitPoisoning(t *testing.T) {
 	}
 	ask(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("word ", 5000) + `"}]}`)
 	poll.Until(t, 10*time.Second, "the genuine limit in the stats", func() bool { last, _ := sink.get(); return last == 4096 })
+}
+
+// TestSecurityRouterHeaderBounded (issue 19, observation 3): every distinct
+// X-Stargate-Router value used to take a map entry for good, so unique
+// large values grew a gateway without bound. The map now holds at most
+// core.MaxRouters valid ids, and invalid or overlong values none.
+func TestSecurityRouterHeaderBounded(t *testing.T) {
+	g, _ := startGateway(t, poisonEngine(t), nil)
+	h := g.Handler()
+	long := strings.Repeat("r", 4096)
+	for i := range 2 * core.MaxRouters {
+		for _, name := range []string{fmt.Sprintf("%s-%d", long, i), fmt.Sprintf("router-%d", i), fmt.Sprintf("bad name %d", i)} {
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+			req.Header.Set(wire.HeaderRouter, name)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("request %d: status %d: %s", i, rec.Code, rec.Body)
+			}
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.routerIx) > core.MaxRouters {
+		t.Fatalf("the gateway keeps %d router names, want at most %d", len(g.routerIx), core.MaxRouters)
+	}
+	for name := range g.routerIx {
+		if !wire.ValidID(name) {
+			t.Fatalf("the gateway keeps an invalid router name of %d bytes", len(name))
+		}
+	}
 }

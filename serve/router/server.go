@@ -96,8 +96,8 @@ func DefaultConfig() Config {
 // Validate reports what is wrong with a configuration.
 func (c Config) Validate(reg *policy.Registry) error {
 	var errs []error
-	if c.ID == "" || strings.ContainsAny(c.ID, " \t\r\n") {
-		errs = append(errs, fmt.Errorf("id %q must be non-empty without spaces", c.ID))
+	if !wire.ValidID(c.ID) {
+		errs = append(errs, fmt.Errorf("id %q must be 1-%d letters, digits and .-_:", c.ID, wire.MaxIDLen))
 	}
 	if !reg.Has(c.Policy) {
 		errs = append(errs, fmt.Errorf("unknown policy %q (known: %s)", c.Policy, strings.Join(reg.Names(), ", ")))
@@ -466,6 +466,10 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rebuild := false
+	if i < 0 && len(s.backends) >= MaxBackends {
+		http.Error(w, fmt.Sprintf("this router already has %d backends, its limit", MaxBackends), http.StatusInsufficientStorage)
+		return
+	}
 	if i < 0 {
 		s.backends = append(s.backends, &backend{name: m.Backend})
 		i = len(s.backends) - 1
@@ -616,9 +620,37 @@ func (s *Server) SetDiscovered(list []Discovered) error {
 // its own: the gateway default of 25 requests for one worker.
 const DiscoveredCapacity = 25
 
+// MaxBackends bounds the backends one router keeps; registrations beyond
+// it are refused.
+const MaxBackends = 4096
+
+// Bounds of a stats message's strings, which a router keeps.
+const (
+	maxStatsURL, maxStatsRegion, maxStatsModels, maxStatsModel = 2048, 64, 64, 256
+)
+
+// boundStats checks that what a router keeps of a stats message is bounded.
+func boundStats(m *wire.Stats) error {
+	if !wire.ValidID(m.Backend) {
+		return fmt.Errorf("stats backend id %.64q must be 1-%d letters, digits and .-_:", m.Backend, wire.MaxIDLen)
+	}
+	if len(m.URL) > maxStatsURL || len(m.Region) > maxStatsRegion || len(m.Models) > maxStatsModels {
+		return fmt.Errorf("stats of %q: URL, region or model list too long (limits %d, %d bytes, %d models)", m.Backend, maxStatsURL, maxStatsRegion, maxStatsModels)
+	}
+	for _, name := range m.Models {
+		if len(name) > maxStatsModel {
+			return fmt.Errorf("stats of %q: a model name is over %d bytes", m.Backend, maxStatsModel)
+		}
+	}
+	return nil
+}
+
 func checkStats(m *wire.Stats, sender string) error {
 	if m.Backend == "" || m.Backend != sender {
 		return fmt.Errorf("stats for backend %q signed by %q: a gateway reports only itself", m.Backend, sender)
+	}
+	if err := boundStats(m); err != nil {
+		return err
 	}
 	if !strings.HasPrefix(m.URL, "http://") && !strings.HasPrefix(m.URL, "https://") {
 		return fmt.Errorf("stats URL %q is not http(s)", m.URL)
