@@ -345,4 +345,3 @@ func (s *Server) routerIndex(name string) int {
 	s.routerIx[name] = i
 	return i
 }
-
