@@ -29,6 +29,7 @@ const (
 	ReasonEngineStatus      = "engine_error"
 	ReasonEngineRefused     = "engine_refused"
 	ReasonShutdown          = "shutting_down"
+	ReasonUnauthorized      = "unauthorized"
 )
 
 // Counts is how the gateway's requests ended (see wire.Counts).
@@ -52,10 +53,13 @@ func (s *Server) rejectNow(w http.ResponseWriter, status int, reason, msg string
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", retryAfter(retryIn))
 	}
-	w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+	s.nameBackend(w)
 	typ := "ServiceUnavailableError"
-	if status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge {
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
 		typ = "BadRequestError"
+	case http.StatusUnauthorized:
+		typ = "AuthenticationError"
 	}
 	openai.WriteError(w, status, typ, fmt.Sprintf("gateway %s: %s", s.cfg.ID, msg))
 }
@@ -69,6 +73,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		s.rejectNow(w, http.StatusServiceUnavailable, ReasonNotStarted, "still waiting for its engine", time.Second)
 		return
 	}
+	if _, ok := s.admit(w, r, nil, false); !ok {
+		return
+	}
 	chat := r.URL.Path == "/v1/chat/completions"
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
@@ -78,6 +85,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, "reading the request body: "+err.Error(), 0)
+		return
+	}
+	routerName, allowed := s.admit(w, r, body, true)
+	if !allowed {
 		return
 	}
 	ctx := r.Context()
@@ -104,14 +115,14 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	s.nextID++
 	id := s.nextID
 	now := s.now()
-	d, err := s.adm.Offer(now, core.Request{ID: id, Router: s.routerIndex(r.Header.Get(wire.HeaderRouter)), PromptTokens: prompt})
+	d, err := s.adm.Offer(now, core.Request{ID: id, Router: s.routerIndex(routerName), PromptTokens: prompt})
 	if d == core.Reject {
 		wait := s.adm.EstimatedWait()
 		s.end(ReasonOverloaded, false)
 		s.mu.Unlock()
 		s.pokeStats()
 		w.Header().Set("Retry-After", retryAfter(wait))
-		w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+		s.nameBackend(w)
 		openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", fmt.Sprintf("gateway %s: %v", s.cfg.ID, err))
 		return
 	}
@@ -215,7 +226,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 				w.Header().Set(k, v)
 			}
 		}
-		w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+		s.nameBackend(w)
 		w.WriteHeader(status)
 		learn = status == http.StatusBadRequest // a context-length refusal names the engine's real limit
 		streaming = resp.Header.Get("Content-Type") == "text/event-stream"
@@ -249,11 +260,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 		s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
 	case status == 0 && errors.As(err, &notSent):
 		s.finish(id, worker, 0, core.Completed, ReasonEngineUnreachable)
-		w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+		s.nameBackend(w)
 		openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine unreachable: %v", s.cfg.ID, notSent.Err))
 	case status == 0:
 		s.finish(id, worker, 0, core.Uncertain, ReasonEngineLost)
-		w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+		s.nameBackend(w)
 		openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine connection lost: %v", s.cfg.ID, err))
 	default:
 		// The engine went away mid-answer: it may still run the request.

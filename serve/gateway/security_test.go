@@ -14,6 +14,7 @@ import (
 
 	core "github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/internal/poll"
+	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/wire"
 )
 
@@ -149,6 +150,86 @@ func TestSecurityRouterHeaderBounded(t *testing.T) {
 	for name := range g.routerIx {
 		if !wire.ValidID(name) {
 			t.Fatalf("the gateway keeps an invalid router name of %d bytes", len(name))
+		}
+	}
+}
+
+// TestSecurityDataPlaneAuthenticated (issue 19, observations 2 and 7): a
+// gateway with keys serves completions only to a router's signed request
+// addressed to it, or a client with an API key; a replay, a request signed
+// for another gateway or with another role's key is refused. /metrics
+// needs the same proof, and no answer names the backend.
+func TestSecurityDataPlaneAuthenticated(t *testing.T) {
+	routerKey := auth.Key{ID: "r-1", Role: auth.RoleRouter, Secret: []byte("router-secret-0123456789")}
+	gwKey := auth.Key{ID: "g-1", Role: auth.RoleGateway, Secret: []byte("gateway-secret-0123456789")}
+	ring, err := auth.NewKeyring(routerKey, gwKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiKeys, err := auth.ReadAPIKeys(strings.NewReader("client-key-0123456789\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, url := startGateway(t, poisonEngine(t), func(c *Config) {
+		c.Key, c.Keys, c.APIKeys, c.OpenDataPlane = auth.Key{}, ring, apiKeys, false
+	})
+	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	router := auth.NewSigner(routerKey, "router-1")
+	signed := func(s *auth.Signer, audience string) *http.Request {
+		req, _ := s.NewRequest(audience, http.MethodPost, url+"/v1/chat/completions", []byte(body))
+		return req
+	}
+	plain := func(bearer string) *http.Request {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		return req
+	}
+	good := signed(router, "gateway/gw")
+	raw, _ := io.ReadAll(good.Body)
+	replay := good.Clone(context.Background())
+	good.Body, replay.Body = io.NopCloser(strings.NewReader(string(raw))), io.NopCloser(strings.NewReader(string(raw)))
+	for _, tt := range []struct {
+		name string
+		req  *http.Request
+		want int
+	}{
+		{"no proof", plain(""), http.StatusUnauthorized},
+		{"unknown API key", plain("not-a-client-key-0000"), http.StatusUnauthorized},
+		{"API key", plain("client-key-0123456789"), http.StatusOK},
+		{"router signature", good, http.StatusOK},
+		{"replayed router signature", replay, http.StatusUnauthorized},
+		{"signed for another gateway", signed(router, "gateway/other"), http.StatusUnauthorized},
+		{"gateway key", signed(auth.NewSigner(gwKey, "gw-b"), "gateway/gw"), http.StatusUnauthorized},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := http.DefaultClient.Do(tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tt.want)
+			}
+			if b := resp.Header.Get(wire.HeaderBackend); b != "" {
+				t.Errorf("the answer names the backend %q", b)
+			}
+		})
+	}
+	for bearer, want := range map[string]int{"": http.StatusUnauthorized, "client-key-0123456789": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("/metrics with bearer %q: status %d, want %d", bearer, resp.StatusCode, want)
 		}
 	}
 }

@@ -46,8 +46,16 @@ type Config struct {
 	Key auth.Key
 	// Discovery says a discovery source (SetDiscovered) will supply backends.
 	Discovery bool
-	// APIKeys, when set, are required of every client request.
+	// Keys, if set, are the router's keys by role (see auth.Keyring); else
+	// Key alone serves every role.
+	Keys *auth.Keyring
+	// APIKeys, when set, are required of every client request, and of
+	// /metrics and /v1/stargate/backends unless OpenInfo.
 	APIKeys *auth.APIKeys
+	// OpenInfo serves /metrics and /v1/stargate/backends without an API key
+	// (scrapers on a private network); ExposeBackend names the backend that
+	// answered in X-Stargate-Backend (experiments, debugging).
+	OpenInfo, ExposeBackend bool
 	// MaxBodyBytes bounds a request body; MaxMessages the messages in it;
 	// MaxTokensLimit a request's max_tokens.
 	MaxBodyBytes   int64
@@ -118,7 +126,7 @@ func (c Config) Validate(reg *policy.Registry) error {
 			errs = append(errs, fmt.Errorf("static backend %q: capacity %d, want >= 1", b.Name, b.Capacity))
 		}
 	}
-	if len(c.Static) == 0 && len(c.Key.Secret) == 0 && !c.Discovery {
+	if len(c.Static) == 0 && len(c.Key.Secret) == 0 && c.Keys == nil && !c.Discovery {
 		errs = append(errs, errors.New("no static backends, no discovery and no HMAC key: gateways could never register; give --hmac-key-file, --backend or --k8s-service"))
 	}
 	if c.Local != nil && c.Network != nil {
@@ -166,6 +174,7 @@ type Server struct {
 	log    *slog.Logger
 	client *http.Client
 	verify *auth.Verifier
+	signer *auth.Signer // signs requests to gateways (router role)
 	met    *metrics
 	// paths holds the operator's injected path delays (SetPath).
 	paths *netsim.Transport
@@ -216,9 +225,7 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	paths := netsim.New(tr, cfg.Seed)
 	s := &Server{links: links, cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: paths},
 		paths: paths, waits: make(map[uint64]*waitEntry), timerSet: make(chan struct{}, 1)}
-	if len(cfg.Key.Secret) > 0 {
-		s.verify = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
-	}
+	s.initAuth()
 	for _, b := range cfg.Static {
 		s.backends = append(s.backends, &backend{name: b.Name, url: backendURL(b.URL), static: true,
 			last: wire.Stats{Backend: b.Name, Capacity: b.Capacity}, lastSeen: time.Now()})
@@ -428,13 +435,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/completions", s.complete)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.Handle("GET /metrics", s.met.handler())
-	mux.HandleFunc("GET /v1/stargate/backends", s.listBackends)
+	mux.Handle("GET /metrics", s.guardInfo(s.met.handler()))
+	mux.Handle("GET /v1/stargate/backends", s.guardInfo(http.HandlerFunc(s.listBackends)))
 	mux.HandleFunc("POST "+wire.PathStats, s.stats)
 	mux.HandleFunc("POST /admin/backends/{name}/drain", func(w http.ResponseWriter, r *http.Request) { s.drain(w, r, true) })
 	mux.HandleFunc("POST /admin/backends/{name}/undrain", func(w http.ResponseWriter, r *http.Request) { s.drain(w, r, false) })
 	mux.HandleFunc("POST /admin/backends/{name}/path", s.adminPath)
-	return mux
+	return s.hideBackend(mux)
 }
 
 // stats takes a gateway's signed stats: it registers the backend on first
@@ -444,7 +451,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this router takes no registrations: it has no HMAC key (--hmac-key-file)", http.StatusNotFound)
 		return
 	}
-	body, msgID, err := s.verify.Verify(r, 1<<20)
+	body, msgID, err := s.verify.VerifyService(r, 1<<20, auth.RoleGateway)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
@@ -514,7 +521,8 @@ func (s *Server) verifyAdmin(w http.ResponseWriter, r *http.Request) ([]byte, bo
 		http.Error(w, "this router has no HMAC key; start it with --hmac-key-file to use the admin API", http.StatusNotFound)
 		return nil, false
 	}
-	body, _, err := s.verify.Verify(r, 1<<10)
+	body, msg, err := s.verify.Verify(r, 1<<10, auth.RoleOperator)
+	s.auditAdmin(r, msg, err)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return nil, false
