@@ -146,7 +146,7 @@ type Server struct {
 	// callers admit data-plane requests (see admit).
 	callers []auth.Authenticator
 	met     *metrics
-	loops  sync.WaitGroup
+	loops   sync.WaitGroup
 
 	mu       sync.Mutex
 	adm      *core.Gateway
