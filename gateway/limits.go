@@ -158,14 +158,17 @@ func NewLimitLearner(cfg LimitConfig) LimitLearner {
 // max_model_len (0: unknown). It reports whether the learned limit changed.
 //
 // A refusal counts only if its limit is below what the request needed (an
-// engine refuses only what does not fit) and below what is known already.
+// engine refuses only what does not fit), not above the advertised limit,
+// and below what was learned already.
 // A limit below the floor (MinFraction of advertised) is held pending until
 // Confirmations refusals of requests of different sizes name it.
 func (l *LimitLearner) Observe(now time.Duration, ev LimitEvidence, needed, advertised int) bool {
 	if l.cfg == (LimitConfig{}) {
 		l.cfg = DefaultLimitConfig()
 	}
-	if ev.Limit < 1 || needed <= ev.Limit || (advertised > 0 && ev.Limit >= advertised) {
+	// A limit equal to the advertised one still counts: a router's
+	// advertised limit is the gateway's report, which may already carry it.
+	if ev.Limit < 1 || needed <= ev.Limit || (advertised > 0 && ev.Limit > advertised) {
 		return false
 	}
 	cur := l.Limit(now)
