@@ -125,6 +125,11 @@ type Stats struct {
 	Signals *telemetry.Signals
 }
 
+// MaxRouters bounds the routers whose requests a gateway counts apart
+// (Stats.Received); a request from any other (Request.Router < 0 or >=
+// MaxRouters) is admitted the same but counted for none.
+const MaxRouters = 256
+
 // Gateway is the admission state of one backend.
 type Gateway struct {
 	cfg      Config
@@ -144,9 +149,11 @@ type Gateway struct {
 	peakAt  time.Duration
 
 	signals *telemetry.Signals
-	// learned is the smallest context limit an engine's refusal named (0:
-	// none); every report carries it.
-	learned int
+	// advertised is the max_model_len of the last report, learned the
+	// context limit the engine's refusals proved (LimitLearner's rule);
+	// every report carries the lower.
+	advertised int
+	learned    LimitLearner
 
 	seq        uint64
 	dirty      bool
@@ -172,6 +179,7 @@ func New(backend, workers int, cfg Config) (*Gateway, error) {
 		active:      make(map[uint64]time.Duration, capacity),
 		meanService: cfg.InitialServiceTime.Seconds(),
 		tps:         newTPSMeter(cfg.TPSMinRequests),
+		learned:     NewLimitLearner(LimitConfig{}),
 	}, nil
 }
 
@@ -215,7 +223,7 @@ func (g *Gateway) Offer(now time.Duration, r Request) (Decision, error) {
 }
 
 func (g *Gateway) countReceived(router int) {
-	if router < 0 {
+	if router < 0 || router >= MaxRouters {
 		return
 	}
 	for len(g.received) <= router {
@@ -306,39 +314,42 @@ func (g *Gateway) decayedPeak(now time.Duration) float64 {
 // and sends it with the next one (it counts as a change). The report must
 // not be modified afterwards.
 func (g *Gateway) SetSignals(now time.Duration, sig *telemetry.Signals) {
-	g.signals = g.withLearned(sig)
+	if sig != nil {
+		g.advertised = sig.MaxModelLen
+	}
+	g.signals = g.withLearned(now, sig)
 	g.changed(now)
 }
 
-// LearnLimit records a context limit that the engine's refusal of a prompt
-// named, when it is below what the gateway knew. Every report from now on
-// carries it as the backend's MaxModelLen, and the current one goes out with
-// the next stats message, soon after (a change), rather than at the next
-// telemetry report: each router that still thinks the backend takes longer
-// prompts sends it one more refusal until it hears. It reports whether the
-// limit was news.
-func (g *Gateway) LearnLimit(now time.Duration, limit int) bool {
-	if limit <= 0 || (g.learned > 0 && limit >= g.learned) {
+// LearnLimit weighs an engine's context-length refusal (ev) of a request
+// this gateway counted needed tokens for, by LimitLearner's rule: a limit
+// it proves, when below what the gateway knew, goes out with the next stats
+// message, soon after (a change), rather than at the next telemetry report:
+// each router that still thinks the backend takes longer prompts sends it
+// one more refusal until it hears. It reports whether the limit was news.
+func (g *Gateway) LearnLimit(now time.Duration, ev LimitEvidence, needed int) bool {
+	if !g.learned.Observe(now, ev, needed, g.advertised) {
 		return false
 	}
-	g.learned = limit
 	if g.signals != nil {
-		g.signals = g.withLearned(g.signals)
+		g.signals = g.withLearned(now, g.signals)
 		g.changed(now)
 	}
 	return true
 }
 
-// Learned is the context limit the engine's refusals named (0: none).
-func (g *Gateway) Learned() int { return g.learned }
+// Learned is the context limit the engine's refusals proved, at now (0:
+// none, or it lapsed).
+func (g *Gateway) Learned(now time.Duration) int { return g.learned.Limit(now) }
 
 // withLearned is sig with the learned limit applied (a copy if it changes).
-func (g *Gateway) withLearned(sig *telemetry.Signals) *telemetry.Signals {
-	if sig == nil || g.learned == 0 || (sig.MaxModelLen > 0 && sig.MaxModelLen <= g.learned) {
+func (g *Gateway) withLearned(now time.Duration, sig *telemetry.Signals) *telemetry.Signals {
+	learned := g.learned.Limit(now)
+	if sig == nil || learned == 0 || (sig.MaxModelLen > 0 && sig.MaxModelLen <= learned) {
 		return sig
 	}
 	c := *sig
-	c.MaxModelLen = g.learned
+	c.MaxModelLen = learned
 	return &c
 }
 

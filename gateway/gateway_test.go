@@ -200,14 +200,15 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// TestLearnLimit: a limit the engine's refusal named lowers the reports'
+// TestLearnLimit: a limit the engine's refusal proved lowers the reports'
 // MaxModelLen at once and makes the next stats message due soon, not at the
-// heartbeat; a higher or repeated limit is no news.
+// heartbeat; a higher or repeated limit is no news, and it lapses after
+// the rule's TTL.
 func TestLearnLimit(t *testing.T) {
 	g := newGW(t, 1, nil)
 	g.SetSignals(0, &telemetry.Signals{MaxModelLen: 131072})
 	g.TakeStats(0)
-	if !g.LearnLimit(100*time.Millisecond, 16384) {
+	if !g.LearnLimit(100*time.Millisecond, LimitEvidence{Limit: 16384, Requested: 20000}, 20000) {
 		t.Fatal("a first limit is news")
 	}
 	if at := g.NextStatsAt(); at != 100*time.Millisecond {
@@ -217,17 +218,23 @@ func TestLearnLimit(t *testing.T) {
 		t.Fatalf("stats carry %+v, want max_model_len 16384", st.Signals)
 	}
 	for _, l := range []int{16384, 20000, 0, -1} {
-		if g.LearnLimit(200*time.Millisecond, l) {
+		if g.LearnLimit(200*time.Millisecond, LimitEvidence{Limit: l, Requested: 30000}, 30000) {
 			t.Errorf("limit %d after 16384 was news", l)
 		}
 	}
 	// Later reports keep the learned limit; a lower advertised one wins.
 	g.SetSignals(300*time.Millisecond, &telemetry.Signals{MaxModelLen: 131072})
-	if st := g.TakeStats(300 * time.Millisecond); st.Signals.MaxModelLen != 16384 || g.Learned() != 16384 {
-		t.Errorf("next report: max_model_len %d, learned %d; want 16384", st.Signals.MaxModelLen, g.Learned())
+	if st := g.TakeStats(300 * time.Millisecond); st.Signals.MaxModelLen != 16384 || g.Learned(300*time.Millisecond) != 16384 {
+		t.Errorf("next report: max_model_len %d, learned %d; want 16384", st.Signals.MaxModelLen, g.Learned(300*time.Millisecond))
 	}
 	g.SetSignals(400*time.Millisecond, &telemetry.Signals{MaxModelLen: 8192})
 	if st := g.TakeStats(400 * time.Millisecond); st.Signals.MaxModelLen != 8192 {
 		t.Errorf("advertised 8192 below the learned 16384: reported %d", st.Signals.MaxModelLen)
+	}
+	// Once the TTL passes with no refusal naming it again, it lapses.
+	later := 400*time.Millisecond + DefaultLimitConfig().TTL + time.Second
+	g.SetSignals(later, &telemetry.Signals{MaxModelLen: 131072})
+	if st := g.TakeStats(later); st.Signals.MaxModelLen != 131072 || g.Learned(later) != 0 {
+		t.Errorf("after the TTL: reported %d, learned %d; want the advertised 131072", st.Signals.MaxModelLen, g.Learned(later))
 	}
 }

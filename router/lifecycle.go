@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/telemetry"
 )
@@ -61,10 +62,11 @@ type lifecycle struct {
 	since    time.Duration
 	heard    time.Duration // arrival of the last message
 
-	advertised, learned int // max_model_len from the backend, and from its errors
-	errs                telemetry.ErrorRate
-	errTracked          bool
-	path                telemetry.PathEstimator
+	advertised int                  // max_model_len from the backend
+	learned    gateway.LimitLearner // and what its refusals proved
+	errs       telemetry.ErrorRate
+	errTracked bool
+	path       telemetry.PathEstimator
 }
 
 // effective derives the lifecycle state.
@@ -93,8 +95,8 @@ func (r *Router) update(at time.Duration, b int) {
 	v.State = st
 	v.Eligible = l.adminOK && st == telemetry.Ready
 	limit := l.advertised
-	if l.learned > 0 && (limit == 0 || l.learned < limit) {
-		limit = l.learned
+	if learned := l.learned.Limit(at); learned > 0 && (limit == 0 || learned < limit) {
+		limit = learned
 	}
 	v.MaxModelLen = limit
 }
@@ -138,7 +140,8 @@ func (r *Router) heard(now time.Duration, b int, sig *telemetry.Signals) {
 	l.heard = now
 	if l.failed {
 		// Back from the dead: what it learned of its limits may be stale.
-		l.failed, l.learned = false, 0
+		l.failed = false
+		l.learned.Reset()
 	}
 	if sig != nil {
 		r.views[b].Signals = sig
@@ -229,12 +232,14 @@ func (r *Router) OnResult(now time.Duration, id BackendID, res Result) {
 		l.errTracked = true
 		r.views[b].ErrorRate = l.errs.Rate(now)
 	case TooLong:
-		limit := res.Limit
-		if limit <= 0 {
-			limit = res.Tokens - 1
+		// The shell passes only a refusal in an engine's own form
+		// (gateway.ParseLimitBody); the learner weighs it against the
+		// request's size and the advertised limit.
+		ev := gateway.LimitEvidence{Limit: res.Limit, Requested: res.Tokens}
+		if ev.Limit <= 0 {
+			ev.Limit = res.Tokens - 1
 		}
-		if limit > 0 && (l.learned == 0 || limit < l.learned) {
-			l.learned = limit
+		if l.learned.Observe(now, ev, res.Tokens, l.advertised) {
 			r.update(now, b)
 		}
 	}
@@ -323,7 +328,7 @@ func (r *Router) Backends(now time.Duration) []BackendStatus {
 		l, v := &r.life[b], &r.views[b]
 		p := l.path.Path(now)
 		out[b] = BackendStatus{ID: r.ids[b], Name: r.names[b], State: l.state, StateName: l.state.String(), Since: l.since, LastHeard: l.heard,
-			Drained: l.drained, MaxModelLen: v.MaxModelLen, LearnedLimit: l.learned, ErrorRate: v.ErrorRate,
+			Drained: l.drained, MaxModelLen: v.MaxModelLen, LearnedLimit: l.learned.Limit(now), ErrorRate: v.ErrorRate,
 			RTT: p.RTT, Jitter: p.Jitter, Hardware: v.Signals != nil && v.Signals.Hardware}
 	}
 	return out

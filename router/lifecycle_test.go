@@ -179,3 +179,20 @@ func TestErrorRateAndProbes(t *testing.T) {
 		t.Errorf("path %+v", p)
 	}
 }
+
+// TestLearnedLimitNeedsEvidence (issue 19, observation 4): a refusal naming
+// a limit far under the advertised one does not take the backend out; a
+// limit the request's own size does not support is ignored.
+func TestLearnedLimitNeedsEvidence(t *testing.T) {
+	r := newRouterWith(t, "round-robin", 2, Config{Capability: true})
+	r.OnStats(0, &gateway.Stats{Backend: 0, Seq: 1, Capacity: 4, Signals: &telemetry.Signals{MaxModelLen: 32768}}, nil)
+	r.OnResult(0, 0, Result{Kind: TooLong, Tokens: 40, Limit: 8})
+	r.OnResult(0, 0, Result{Kind: TooLong, Tokens: 3000, Limit: 4096})
+	if got := r.Backends(0)[0]; got.MaxModelLen != 32768 || got.LearnedLimit != 0 {
+		t.Fatalf("after a limit under the floor and one over the request: max_model_len %d learned %d", got.MaxModelLen, got.LearnedLimit)
+	}
+	r.OnResult(0, 0, Result{Kind: TooLong, Tokens: 5000, Limit: 4096})
+	if got := r.Backends(0)[0]; got.MaxModelLen != 4096 {
+		t.Fatalf("a consistent refusal: max_model_len %d, want 4096", got.MaxModelLen)
+	}
+}

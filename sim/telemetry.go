@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/client"
+	"github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/telemetry"
 )
@@ -171,7 +172,7 @@ func (s *simulation) faulted(a *attempt) bool {
 		}
 	case f.limit > 0 && a.tokens() > f.limit:
 		a.limit = f.limit
-		if bs.gw.LearnLimit(s.now, f.limit) {
+		if bs.gw.LearnLimit(s.now, gateway.LimitEvidence{Limit: f.limit, Requested: a.tokens()}, a.tokens()) {
 			s.markStats(b) // the routers hear of it with the next stats
 		}
 		if a.done {

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,6 +71,7 @@ type manifests struct {
 	roles       map[string]*rbacv1.Role
 	bindings    []*rbacv1.RoleBinding
 	namespaces  map[string]bool
+	policies    []*networkingv1.NetworkPolicy
 	objectCount int
 }
 
@@ -147,6 +149,8 @@ func (m *manifests) add(t *testing.T, file string, obj runtime.Object) {
 		m.roles[o.Name] = o
 	case *rbacv1.RoleBinding:
 		m.bindings = append(m.bindings, o)
+	case *networkingv1.NetworkPolicy:
+		m.policies = append(m.policies, o)
 	default:
 		t.Errorf("%s: unexpected kind %T", file, obj)
 	}
@@ -616,6 +620,66 @@ func TestDeployEnvoyBootstrap(t *testing.T) {
 					t.Errorf("envoy's http port %d, want the xDS listener's port %d", n, xds.DefaultListenerPort)
 				}
 			}
+		}
+	}
+}
+
+// TestDeployNetworkPolicy (issue 19, observation 2): ingress into the
+// namespace is denied by default; engines take connections only from
+// gateways, gateways only from routers and Envoy, on ports their pods
+// serve; no rule for them admits every source.
+func TestDeployNetworkPolicy(t *testing.T) {
+	m := loadManifests(t)
+	denyAll := false
+	for _, p := range m.policies {
+		if len(p.Spec.PodSelector.MatchLabels) == 0 && len(p.Spec.PodSelector.MatchExpressions) == 0 &&
+			slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) && len(p.Spec.Ingress) == 0 {
+			denyAll = true
+		}
+	}
+	if !denyAll {
+		t.Error("no NetworkPolicy denies ingress to every pod by default")
+	}
+	allowed := map[string][]string{"engine": {"gateway"}, "gateway": {"envoy", "router"}}
+	for target, want := range allowed {
+		var from []string
+		for _, w := range m.workloads {
+			if w.template.Labels["app.kubernetes.io/name"] != target {
+				continue
+			}
+			pod := labels.Set(w.template.Labels)
+			for _, p := range m.policies {
+				sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+				if err != nil {
+					t.Fatalf("policy %s: %v", p.Name, err)
+				}
+				if sel.Empty() || !sel.Matches(pod) {
+					continue
+				}
+				for _, rule := range p.Spec.Ingress {
+					if len(rule.From) == 0 {
+						t.Errorf("policy %s lets every source reach %s pods of %s", p.Name, target, w.name)
+					}
+					for _, peer := range rule.From {
+						if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil {
+							t.Errorf("policy %s: a peer of %s pods is not a pod of this namespace: %+v", p.Name, target, peer)
+							continue
+						}
+						from = append(from, peer.PodSelector.MatchLabels["app.kubernetes.io/name"])
+					}
+					for _, port := range rule.Ports {
+						if port.Port == nil {
+							t.Errorf("policy %s: a rule for %s opens every port", p.Name, target)
+						} else if _, ok := portNumber(w.template.Spec.Containers, *port.Port); !ok {
+							t.Errorf("policy %s: port %s is not a port of %s", p.Name, port.Port.String(), w.name)
+						}
+					}
+				}
+			}
+		}
+		slices.Sort(from)
+		if from = slices.Compact(from); !slices.Equal(from, want) {
+			t.Errorf("%s pods take connections from %v, want %v", target, from, want)
 		}
 	}
 }

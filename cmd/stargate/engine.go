@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/engine"
 )
 
@@ -29,7 +30,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 				return usageError{err}
 			}
 			cfg.Profile = p
-			if err := loadKey(fenceKey, &cfg.Key); err != nil {
+			if err := loadKeys(fenceKey, auth.RoleGateway, &cfg.Keys, &cfg.Key); err != nil {
 				return err
 			}
 			srv, err := engine.New(cfg)
@@ -56,7 +57,8 @@ clock. Tokens stream at the pace of the model's steps.`,
 	f.StringVar(&listen, "listen", "127.0.0.1:8001", "address to listen on")
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.BoolVar(&cfg.StampTTFT, "stamp-ttft", false, "precede each stream's first token with an SSE comment giving the engine's own time to it (for bench/proxy.sh)")
-	f.StringVar(&fenceKey, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) that signs idle fences for gateways and checks operators' POST /admin/faults")
+	f.StringVar(&fenceKey, "hmac-key-file", "", "file of HMAC keys (docs/security.md): the gateway key signs idle fences, operator keys check POST /admin/faults")
+	f.StringVar(&cfg.ID, "id", "engine", "this engine's name, which operators' signed calls address (engine/ID)")
 	f.Float64Var(&cfg.Faults.ErrorRate, "fault-error-rate", 0, "operator fault: fail this share of requests with a 500")
 	f.BoolVar(&cfg.Faults.Hang, "fault-hang", false, "operator fault: accept requests and never answer")
 	f.IntVar(&cfg.Faults.MaxModelLen, "fault-max-model-len", 0, "operator fault: enforce this context limit while advertising --max-model-len")

@@ -34,17 +34,44 @@ import (
 	"github.com/stargate-llm/stargate/xds"
 )
 
-// loadKey reads the HMAC key file at path into key; an empty path leaves
-// key unset.
-func loadKey(path string, key *auth.Key) error {
+// loadKeys reads the HMAC key file at path (see docs/security.md: one
+// "ROLE KEY-ID SECRET" line per key, or the older one-key format) into
+// ring, and into key the key a service of role signs with (else the
+// file's first); an empty path leaves both unset.
+func loadKeys(path string, role auth.Role, ring **auth.Keyring, key *auth.Key) error {
 	if path == "" {
 		return nil
 	}
-	k, err := auth.LoadKey(path)
+	r, err := auth.LoadKeyring(path)
 	if err != nil {
 		return usageError{err}
 	}
-	*key = k
+	k, ok := r.Signing(role)
+	if !ok {
+		k = r.Keys()[0]
+	}
+	*ring, *key = r, k
+	return nil
+}
+
+// warnLegacyKey logs that a one-key file serves every role.
+func warnLegacyKey(log *slog.Logger, ring *auth.Keyring) {
+	if ring != nil && ring.Legacy() {
+		log.Warn("the HMAC key file holds one key for every role: any holder can sign stats, admin calls and router requests; use one \"ROLE KEY-ID SECRET\" line per role (docs/security.md)")
+	}
+}
+
+// loadAPIKeys reads a client API keys file into keys; an empty path leaves
+// it unset.
+func loadAPIKeys(path string, keys **auth.APIKeys) error {
+	if path == "" {
+		return nil
+	}
+	k, err := auth.LoadAPIKeys(path)
+	if err != nil {
+		return usageError{err}
+	}
+	*keys = k
 	return nil
 }
 
@@ -83,7 +110,7 @@ func logger(w io.Writer, verbose bool) *slog.Logger {
 
 func newGatewayCmd() *cobra.Command {
 	cfg := gateway.DefaultConfig()
-	var listen, keyFile, pprofAddr string
+	var listen, keyFile, apiKeys, pprofAddr string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -97,7 +124,10 @@ heartbeats go, signed with the HMAC key, to every --router.`,
     --id gw-a --advertise http://127.0.0.1:9001 --listen 127.0.0.1:9001 --hmac-key-file key.txt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := loadKey(keyFile, &cfg.Key); err != nil {
+			if err := loadKeys(keyFile, auth.RoleGateway, &cfg.Keys, &cfg.Key); err != nil {
+				return err
+			}
+			if err := loadAPIKeys(apiKeys, &cfg.APIKeys); err != nil {
 				return err
 			}
 			ln, err := net.Listen("tcp", listen)
@@ -108,6 +138,10 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 				cfg.Advertise = "http://" + ln.Addr().String()
 			}
 			cfg.Logger = logger(cmd.ErrOrStderr(), verbose)
+			warnLegacyKey(cfg.Logger, cfg.Keys)
+			if cfg.Keys == nil && cfg.APIKeys == nil || cfg.OpenDataPlane {
+				cfg.Logger.Warn("the data plane is open: this gateway serves completions to anyone who reaches it; give --hmac-key-file and/or --api-keys")
+			}
 			srv, err := gateway.New(cfg)
 			if err != nil {
 				_ = ln.Close()
@@ -134,7 +168,11 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:9001", "address to listen on")
 	gatewayFlags(f, &cfg, "", "")
-	f.StringVar(&keyFile, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) shared with routers and the engine's fence")
+	f.StringVar(&keyFile, "hmac-key-file", "", "file of HMAC keys, one \"ROLE KEY-ID SECRET\" line each (docs/security.md): signs stats and fences, checks routers' requests and operators' calls")
+	f.StringVar(&apiKeys, "api-keys", "", "file of client API keys allowed to call this gateway directly (the xDS/Envoy path), one per line (the key, or sha256:HEX of it)")
+	f.BoolVar(&cfg.OpenDataPlane, "open-data-plane", false, "serve completions to anyone, even with keys (tests, a trusted network)")
+	f.BoolVar(&cfg.OpenInfo, "open-info", false, "serve /metrics without a key (scrapers on a private network)")
+	f.BoolVar(&cfg.ExposeBackend, "expose-backend", false, "name this gateway to clients in X-Stargate-Backend")
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.BoolVar(&verbose, "verbose", false, "log debug messages")
 	return cmd
@@ -166,15 +204,11 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg := policy.NewRegistry()
-			if err := loadKey(keyFile, &cfg.Key); err != nil {
+			if err := loadKeys(keyFile, auth.RoleRouter, &cfg.Keys, &cfg.Key); err != nil {
 				return err
 			}
-			if apiKeys != "" {
-				k, err := auth.LoadAPIKeys(apiKeys)
-				if err != nil {
-					return usageError{err}
-				}
-				cfg.APIKeys = k
+			if err := loadAPIKeys(apiKeys, &cfg.APIKeys); err != nil {
+				return err
 			}
 			for _, b := range backends {
 				sb, err := parseStaticBackend(b)
@@ -184,6 +218,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 				cfg.Static = append(cfg.Static, sb)
 			}
 			cfg.Logger = logger(cmd.ErrOrStderr(), verbose)
+			warnLegacyKey(cfg.Logger, cfg.Keys)
 			var ns, svc string
 			if k8sService != "" {
 				var ok bool
@@ -285,8 +320,10 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 	f.BoolVar(&cfg.Link, "link", cfg.Link, "reach gateways over one multiplexed connection each (plain HTTP for backends that do not accept it)")
 	f.StringVar(&cfg.ID, "id", cfg.ID, "this replica's name, sent to gateways")
 	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "placement policy ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
-	f.StringVar(&keyFile, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) gateways sign their stats with")
+	f.StringVar(&keyFile, "hmac-key-file", "", "file of HMAC keys, one \"ROLE KEY-ID SECRET\" line each (docs/security.md): checks gateways' stats and operators' calls, signs requests to gateways")
 	f.StringVar(&apiKeys, "api-keys", "", "file of client API keys, one per line (the key, or sha256:HEX of it)")
+	f.BoolVar(&cfg.OpenInfo, "open-info", false, "serve /metrics and /v1/stargate/backends without an API key (scrapers on a private network)")
+	f.BoolVar(&cfg.ExposeBackend, "expose-backend", false, "name the backend that answered in X-Stargate-Backend (experiments, debugging)")
 	f.StringArrayVar(&backends, "backend", nil, "static backend NAME=URL[@CAPACITY] (repeatable)")
 	f.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "backends one request may try before its first byte")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of randomized policies")

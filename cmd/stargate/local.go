@@ -90,7 +90,7 @@ func newLocalGateway(rcfg *router.Config, gcfg gateway.Config, listen string) (*
 	if lg.log == nil {
 		lg.log = slog.New(slog.DiscardHandler)
 	}
-	gcfg.Key, gcfg.Logger = rcfg.Key, lg.log
+	gcfg.Key, gcfg.Keys, gcfg.Logger = rcfg.Key, rcfg.Keys, lg.log
 	lg.local = &router.Local{}
 	rcfg.Local, rcfg.Dial = lg.local, lg.mem.Dial(dialBackends)
 	lg.cfg = gcfg

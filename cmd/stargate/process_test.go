@@ -94,7 +94,7 @@ func TestKillGatewayUnderLoad(t *testing.T) {
 		t.Skip("starts five processes")
 	}
 	keyFile := writeKeyFile(t)
-	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--policy", "least-request", "--hmac-key-file", keyFile)
+	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--expose-backend", "--policy", "least-request", "--hmac-key-file", keyFile)
 	var gws []*process
 	for i := range 2 {
 		eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "1", "--hmac-key-file", keyFile)
@@ -228,7 +228,10 @@ func routerAccounting(t *testing.T, url string) (accepted, ended float64) {
 func writeKeyFile(t *testing.T) string {
 	t.Helper()
 	keyFile := filepath.Join(t.TempDir(), "hmac.key")
-	if err := os.WriteFile(keyFile, []byte("fleet:0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, []byte("# role key-id secret (docs/security.md)\n"+
+		"router r-1 0123456789abcdef0123456789abcdef\n"+
+		"gateway g-1 1123456789abcdef0123456789abcdef\n"+
+		"operator o-1 2123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return keyFile
@@ -245,9 +248,9 @@ func TestRouterRunsItsGateway(t *testing.T) {
 	}
 	keyFile := writeKeyFile(t)
 	eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "2", "--hmac-key-file", keyFile)
-	other := startProcess(t, "router", "--listen", "127.0.0.1:0", "--hmac-key-file", keyFile)
+	other := startProcess(t, "router", "--listen", "127.0.0.1:0", "--expose-backend", "--hmac-key-file", keyFile)
 	gwAddr := freeAddr(t)
-	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--hmac-key-file", keyFile,
+	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--expose-backend", "--hmac-key-file", keyFile,
 		"--gateway-engine", eng.url, "--gateway-id", "box", "--gateway-listen", gwAddr, "--gateway-router", other.url)
 	for _, r := range []*process{rt, other} {
 		poll.Until(t, 10*time.Second, "the gateway registered at "+r.url, func() bool { return countState(t, r.url, "ready") == 1 })
@@ -280,7 +283,7 @@ func TestRouterRunsItsGateway(t *testing.T) {
 	// advertised host (the default, or one nothing resolves) exists only in
 	// the router's memory, so a completed request proves the in-memory path.
 	for _, extra := range [][]string{nil, {"--gateway-advertise", "http://box.invalid:9"}} {
-		alone := startProcess(t, append([]string{"router", "--listen", "127.0.0.1:0", "--gateway-engine", eng.url}, extra...)...)
+		alone := startProcess(t, append([]string{"router", "--listen", "127.0.0.1:0", "--expose-backend", "--gateway-engine", eng.url}, extra...)...)
 		poll.Until(t, 10*time.Second, "the in-process gateway registered", func() bool { return countState(t, alone.url, "ready") == 1 })
 		if backend, outcome := streamOnce(alone.url, "alone"); backend != "local" || outcome != "ok" {
 			t.Fatalf("via the router alone %v: backend %q, outcome %q", extra, backend, outcome)
@@ -342,7 +345,7 @@ func TestTerminateDrainsStreams(t *testing.T) {
 		t.Skip("starts two processes")
 	}
 	eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "1")
-	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--gateway-engine", eng.url)
+	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--expose-backend", "--gateway-engine", eng.url)
 	poll.Until(t, 10*time.Second, "the in-process gateway registered", func() bool { return countState(t, rt.url, "ready") == 1 })
 	body := `{"stream":true,"max_tokens":150,"messages":[{"role":"user","content":"Hi."}]}`
 	resp, err := http.Post(rt.url+"/v1/chat/completions", "application/json", strings.NewReader(body))

@@ -12,11 +12,13 @@ import (
 	"time"
 )
 
-var testKey = Key{ID: "k1", Secret: []byte("0123456789abcdef0123")}
+var testKey = Key{ID: "k1", Role: RoleGateway, Secret: []byte("0123456789abcdef0123")}
+
+const self = "router/r1"
 
 func signed(t *testing.T, s *Signer, body string) *http.Request {
 	t.Helper()
-	req, err := s.NewRequest(http.MethodPost, "http://router/v1/stargate/stats", []byte(body))
+	req, err := s.NewRequest(self, http.MethodPost, "http://router/v1/stargate/stats", []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +39,11 @@ func TestVerify(t *testing.T) {
 			r.Body = io.NopCloser(strings.NewReader(`{"active":0}`))
 		}},
 		{name: "tampered path", signer: testKey, reason: ReasonSignature, mutate: func(r *http.Request) { r.URL.Path = "/admin/drain" }},
-		{name: "other secret", signer: Key{ID: "k1", Secret: []byte("another-secret-of-20")}, reason: ReasonSignature},
-		{name: "unknown key id", signer: Key{ID: "k9", Secret: testKey.Secret}, reason: ReasonUnknownID},
+		{name: "other secret", signer: Key{ID: "k1", Role: RoleGateway, Secret: []byte("another-secret-of-20")}, reason: ReasonSignature},
+		{name: "unknown key id", signer: Key{ID: "k9", Role: RoleGateway, Secret: testKey.Secret}, reason: ReasonUnknownID},
+		{name: "role not in the signed string", signer: Key{ID: "k1", Role: RoleOperator, Secret: testKey.Secret}, reason: ReasonSignature},
+		{name: "other audience", signer: testKey, reason: ReasonAudience, mutate: func(r *http.Request) { r.Header.Set(HeaderAudience, "router/r2") }},
+		{name: "version 1", signer: testKey, reason: ReasonVersion, mutate: func(r *http.Request) { r.Header.Del(HeaderVersion) }},
 		{name: "missing header", signer: testKey, reason: ReasonMissing, mutate: func(r *http.Request) { r.Header.Del(HeaderSeq) }},
 		{name: "clock ahead", signer: testKey, clock: 6 * time.Second, reason: ReasonSkew},
 		{name: "clock behind", signer: testKey, clock: -6 * time.Second, reason: ReasonSkew},
@@ -46,7 +51,7 @@ func TestVerify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := NewVerifier(DefaultMaxSkew, testKey)
+			v := NewVerifier(self, DefaultMaxSkew, testKey)
 			v.now = func() time.Time { return now }
 			s := NewSigner(tt.signer, "gw-a")
 			s.now = func() time.Time { return now.Add(tt.clock) }
@@ -54,7 +59,7 @@ func TestVerify(t *testing.T) {
 			if tt.mutate != nil {
 				tt.mutate(req)
 			}
-			body, msg, err := v.Verify(req, 1<<20)
+			body, msg, err := v.Verify(req, 1<<20, RoleGateway)
 			if tt.reason == "" {
 				if err != nil {
 					t.Fatalf("Verify: %v", err)
@@ -75,25 +80,25 @@ func TestVerify(t *testing.T) {
 }
 
 func TestReplayAndBoots(t *testing.T) {
-	v := NewVerifier(DefaultMaxSkew, testKey)
+	v := NewVerifier(self, DefaultMaxSkew, testKey)
 	s := NewSigner(testKey, "gw-a")
 	first := signed(t, s, "a")
 	raw, _ := io.ReadAll(first.Body)
 	replay := first.Clone(first.Context())
 	first.Body, replay.Body = io.NopCloser(bytes.NewReader(raw)), io.NopCloser(bytes.NewReader(raw))
 	second := signed(t, s, "b")
-	if _, _, err := v.Verify(second, 1<<10); err != nil {
+	if _, _, err := v.Verify(second, 1<<10, RoleGateway); err != nil {
 		t.Fatal(err)
 	}
 	// The earlier message arrives late: its sequence is no longer above the last.
-	if _, _, err := v.Verify(first, 1<<10); err == nil || !strings.Contains(err.Error(), ReasonReplay) {
+	if _, _, err := v.Verify(first, 1<<10, RoleGateway); err == nil || !strings.Contains(err.Error(), ReasonReplay) {
 		t.Fatalf("late message: err = %v, want replay", err)
 	}
-	if _, _, err := v.Verify(replay, 1<<10); err == nil {
+	if _, _, err := v.Verify(replay, 1<<10, RoleGateway); err == nil {
 		t.Fatal("replayed message accepted")
 	}
 	// A restarted sender has a new boot id and starts again at 1.
-	if _, msg, err := v.Verify(signed(t, NewSigner(testKey, "gw-a"), "c"), 1<<10); err != nil || msg.Seq != 1 {
+	if _, msg, err := v.Verify(signed(t, NewSigner(testKey, "gw-a"), "c"), 1<<10, RoleGateway); err != nil || msg.Seq != 1 {
 		t.Fatalf("new boot: %v %+v", err, msg)
 	}
 	acc, rej := v.Counts()
@@ -103,8 +108,8 @@ func TestReplayAndBoots(t *testing.T) {
 }
 
 func TestBodyLimit(t *testing.T) {
-	v := NewVerifier(DefaultMaxSkew, testKey)
-	if _, _, err := v.Verify(signed(t, NewSigner(testKey, "g"), strings.Repeat("x", 100)), 99); err == nil || !strings.Contains(err.Error(), ReasonBody) {
+	v := NewVerifier(self, DefaultMaxSkew, testKey)
+	if _, _, err := v.Verify(signed(t, NewSigner(testKey, "g"), strings.Repeat("x", 100)), 99, RoleGateway); err == nil || !strings.Contains(err.Error(), ReasonBody) {
 		t.Fatalf("err = %v", err)
 	}
 }

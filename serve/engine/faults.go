@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/openai"
 	"github.com/stargate-llm/stargate/telemetry"
 )
@@ -117,11 +118,13 @@ func (s *Server) adminFaults(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, http.StatusNotFound, "NotFoundError", "this engine has no HMAC key; start it with --hmac-key-file to use the admin API")
 		return
 	}
-	body, _, err := s.admin.Verify(r, 1<<12)
+	body, msg, err := s.admin.Verify(r, 1<<12, auth.RoleOperator)
 	if err != nil {
+		s.cfg.Logger.Warn("admin call refused", "engine", s.cfg.ID, "action", r.Method+" "+r.URL.Path, "remote", r.RemoteAddr, "key_id", r.Header.Get(auth.HeaderKeyID), "err", err)
 		openai.WriteError(w, http.StatusUnauthorized, "AuthenticationError", err.Error())
 		return
 	}
+	s.cfg.Logger.Info("admin call", append([]any{"engine", s.cfg.ID, "action", r.Method + " " + r.URL.Path, "remote", r.RemoteAddr}, msg.LogAttrs()...)...)
 	var f Faults
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"log/slog"
 	"math/rand/v2"
 
 	"context"
@@ -33,6 +34,13 @@ type Config struct {
 	// those endpoints answer 404 and a quarantined worker waits for an
 	// operator at its gateway.
 	Key auth.Key
+	// Keys, if set, check operators' calls instead of Key (auth.Keyring:
+	// operator-role keys); ID names this engine as their audience
+	// ("engine/ID"; default "engine").
+	Keys *auth.Keyring
+	ID   string
+	// Logger takes the audit lines of admin calls; nil discards them.
+	Logger *slog.Logger
 	// Faults are injected from the start (see Faults).
 	Faults Faults
 	// StampTTFT precedes each stream's first content event with an SSE
@@ -146,8 +154,15 @@ func New(cfg Config) (*Server, error) {
 	s.lastBusy = make([]time.Duration, cfg.GPUs)
 	s.faults = faultState{Faults: cfg.Faults, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6661756c74))}
 	s.applyThermal(0)
-	if len(cfg.Key.Secret) > 0 {
-		s.admin = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
+	if cfg.ID == "" {
+		cfg.ID = "engine"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s.cfg = cfg
+	if ring := auth.RingOf(cfg.Key, cfg.Keys); ring != nil {
+		s.admin = auth.NewVerifier(auth.Audience("engine", cfg.ID), auth.DefaultMaxSkew, ring.Keys()...)
 	}
 	return s, nil
 }

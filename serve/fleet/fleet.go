@@ -180,6 +180,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		}
 		rc := router.DefaultConfig()
 		rc.ID, rc.Policy, rc.Params, rc.Seed, rc.Key = fmt.Sprintf("router-%d", ri), cfg.Policy, cfg.Params, opts.Seed+uint64(ri), key
+		rc.ExposeBackend = true // experiments attribute each answer to its backend
 		rc.Network = func(base http.RoundTripper) http.RoundTripper { tr.Base = base; return tr }
 		rc.Logger = opts.Logger
 		if opts.Hooks != nil {

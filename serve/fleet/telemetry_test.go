@@ -124,7 +124,7 @@ func TestCapabilityLearnedLive(t *testing.T) {
 func TestDrainLive(t *testing.T) {
 	f := startSmall(t, "round-robin")
 	admin := func(path string, key auth.Key) int {
-		req, err := auth.NewSigner(key, "operator").NewRequest(http.MethodPost, f.RouterURLs[0]+path, nil)
+		req, err := auth.NewSigner(key, "operator").NewRequest("router/"+f.Routers[0].ID(), http.MethodPost, f.RouterURLs[0]+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

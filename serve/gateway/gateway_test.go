@@ -71,6 +71,7 @@ func startGateway(t *testing.T, engineURL string, mutate func(*Config)) (*Server
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.ID, cfg.Engines, cfg.Key, cfg.FenceInterval = "gw", []string{engineURL}, testKey, 20*time.Millisecond
+	cfg.OpenDataPlane = true // tests post to the gateway as a client would; security_test.go closes it
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -275,7 +276,7 @@ func testOperatorRelease(t *testing.T, leg func(*Config)) {
 	poll.Until(t, time.Second, "quarantine", func() bool { return len(g.Quarantined()) == 1 })
 	_ = eng.srv.SetFaults(engine.Faults{})
 	release := func(key auth.Key) int {
-		req, _ := auth.NewSigner(key, "operator").NewRequest(http.MethodPost, url+"/admin/workers/0/release", nil)
+		req, _ := auth.NewSigner(key, "operator").NewRequest("gateway/gw", http.MethodPost, url+"/admin/workers/0/release", nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -85,7 +85,8 @@ func (s *Server) push(ctx context.Context, t *routerTarget, st *core.Stats) erro
 	if err != nil {
 		return err
 	}
-	req, err := s.signer.NewRequest(http.MethodPost, t.url+wire.PathStats, body)
+	// For the router service: its address may reach any replica.
+	req, err := s.signer.NewRequest("router", http.MethodPost, t.url+wire.PathStats, body)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ const (
 	ReasonEngineStatus      = "engine_error"
 	ReasonEngineRefused     = "engine_refused"
 	ReasonShutdown          = "shutting_down"
+	ReasonUnauthorized      = "unauthorized"
 )
 
 // Counts is how the gateway's requests ended (see wire.Counts).
@@ -52,10 +53,13 @@ func (s *Server) rejectNow(w http.ResponseWriter, status int, reason, msg string
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", retryAfter(retryIn))
 	}
-	w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+	s.nameBackend(w)
 	typ := "ServiceUnavailableError"
-	if status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge {
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
 		typ = "BadRequestError"
+	case http.StatusUnauthorized:
+		typ = "AuthenticationError"
 	}
 	openai.WriteError(w, status, typ, fmt.Sprintf("gateway %s: %s", s.cfg.ID, msg))
 }
@@ -69,6 +73,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		s.rejectNow(w, http.StatusServiceUnavailable, ReasonNotStarted, "still waiting for its engine", time.Second)
 		return
 	}
+	if _, ok := s.admit(w, r, nil, false); !ok {
+		return
+	}
 	chat := r.URL.Path == "/v1/chat/completions"
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
@@ -80,8 +87,13 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, "reading the request body: "+err.Error(), 0)
 		return
 	}
+	routerName, allowed := s.admit(w, r, body, true)
+	if !allowed {
+		return
+	}
 	ctx := r.Context()
 	read, ok := openai.ReadFrom(ctx) // the router in this process read it already
+	needed := 0                      // prompt plus completion tokens, for a context-length refusal
 	if !ok {
 		var req openai.Request
 		if err := json.Unmarshal(body, &req); err != nil {
@@ -94,21 +106,23 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		read = openai.Read{Prompt: prompt, Session: openai.SessionKey(r.Header, req.User, lead)}
+		needed = prompt + outputTokens(&req)
 	}
 	prompt, session := read.Prompt, read.Session
+	needed = max(needed, prompt+1)
 
 	s.mu.Lock()
 	s.nextID++
 	id := s.nextID
 	now := s.now()
-	d, err := s.adm.Offer(now, core.Request{ID: id, Router: s.routerIndex(r.Header.Get(wire.HeaderRouter)), PromptTokens: prompt})
+	d, err := s.adm.Offer(now, core.Request{ID: id, Router: s.routerIndex(routerName), PromptTokens: prompt})
 	if d == core.Reject {
 		wait := s.adm.EstimatedWait()
 		s.end(ReasonOverloaded, false)
 		s.mu.Unlock()
 		s.pokeStats()
 		w.Header().Set("Retry-After", retryAfter(wait))
-		w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+		s.nameBackend(w)
 		openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", fmt.Sprintf("gateway %s: %v", s.cfg.ID, err))
 		return
 	}
@@ -145,7 +159,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.ObserveQueue != nil {
 		s.cfg.ObserveQueue(s.now() - now)
 	}
-	s.forward(w, r, id, wt.grant, session, prompt, body)
+	s.forward(w, r, id, wt.grant, session, prompt, needed, body)
 }
 
 // await waits until id is admitted or granted; false if ctx ended first.
@@ -189,7 +203,7 @@ func (s *Server) releaseAdmission(id uint64, promptTokens int) {
 
 // forward sends the request to its worker's engine and copies the answer back,
 // flushing every read so that streamed tokens leave at once.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, worker int, session uint64, prompt int, body []byte) {
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, worker int, session uint64, prompt, needed int, body []byte) {
 	s.mu.Lock()
 	s.workers[worker].start(id, session, prompt)
 	s.mu.Unlock()
@@ -212,7 +226,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 				w.Header().Set(k, v)
 			}
 		}
-		w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+		s.nameBackend(w)
 		w.WriteHeader(status)
 		learn = status == http.StatusBadRequest // a context-length refusal names the engine's real limit
 		streaming = resp.Header.Get("Content-Type") == "text/event-stream"
@@ -221,7 +235,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 	copyBody := func(p []byte) error {
 		if learn {
 			learn = false
-			s.learnLimit(openai.ContextLimit(p))
+			if ev, ok := core.ParseLimitBody(p); ok {
+				s.learnLimit(ev, needed)
+			}
 		}
 		if _, err := w.Write(p); err != nil {
 			return errClientGone
@@ -244,11 +260,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 		s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
 	case status == 0 && errors.As(err, &notSent):
 		s.finish(id, worker, 0, core.Completed, ReasonEngineUnreachable)
-		w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+		s.nameBackend(w)
 		openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine unreachable: %v", s.cfg.ID, notSent.Err))
 	case status == 0:
 		s.finish(id, worker, 0, core.Uncertain, ReasonEngineLost)
-		w.Header().Set(wire.HeaderBackend, s.cfg.ID)
+		s.nameBackend(w)
 		openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine connection lost: %v", s.cfg.ID, err))
 	default:
 		// The engine went away mid-answer: it may still run the request.
@@ -285,17 +301,30 @@ func (s *Server) finish(id uint64, worker, prompt int, o core.Outcome, reason st
 	s.pokeStats()
 }
 
-// learnLimit hands the admission core a context limit an engine's refusal
-// named; the next stats, due at once, tell every router (the simulator's
-// gateway runs the same core).
-func (s *Server) learnLimit(limit int) {
+// learnLimit hands the admission core an engine's context-length refusal
+// of a request of needed tokens; a limit it proves (core.LimitLearner's
+// rule) goes out with the next stats, due at once, to every router (the
+// simulator's gateway runs the same core).
+func (s *Server) learnLimit(ev core.LimitEvidence, needed int) {
 	s.mu.Lock()
-	changed := s.adm != nil && s.adm.LearnLimit(s.now(), limit)
+	changed := s.adm != nil && s.adm.LearnLimit(s.now(), ev, needed)
 	s.mu.Unlock()
 	if changed {
-		s.cfg.Logger.Info("engine refused a prompt over its context limit; its reports now carry it", "gateway", s.cfg.ID, "limit", limit)
+		s.cfg.Logger.Info("engine refused a prompt over its context limit; its reports now carry it", "gateway", s.cfg.ID, "limit", ev.Limit, "needed", needed)
 		s.pokeStats()
 	}
+}
+
+// outputTokens is the completion a request asks for (1 if it names none:
+// an engine then fills what the context leaves, at least one token).
+func outputTokens(req *openai.Request) int {
+	n := 1
+	for _, v := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
+		if v != nil && *v > n && *v < 1<<30 {
+			n = *v
+		}
+	}
+	return n
 }
 
 // engineOf is the index in the config's Engines of the engine that serves
@@ -312,12 +341,18 @@ func (s *Server) engineOf(worker int) int {
 func (s *Server) engineURL(worker int) string { return s.cfg.Engines[s.engineOf(worker)] }
 
 // routerIndex maps a router's name to its index in the core's Received
-// counts. Called with mu held.
+// counts. The name comes from a request header, so the map is bounded: a
+// name that is not a valid id (wire.ValidID), or one beyond the first
+// core.MaxRouters, counts for none (-1). Called with mu held.
 func (s *Server) routerIndex(name string) int {
 	i, ok := s.routerIx[name]
-	if !ok {
-		i = len(s.routerIx)
-		s.routerIx[name] = i
+	if ok {
+		return i
 	}
+	if !wire.ValidID(name) || len(s.routerIx) >= core.MaxRouters {
+		return -1
+	}
+	i = len(s.routerIx)
+	s.routerIx[name] = i
 	return i
 }

@@ -44,8 +44,20 @@ type Config struct {
 	// reach it.
 	Routers   []string
 	Advertise string
-	// Key signs stats and fences and checks operator calls.
-	Key auth.Key
+	// Key signs stats and fences and checks operator calls and routers'
+	// requests; Keys, if set, are the keys by role instead (auth.Keyring).
+	Key  auth.Key
+	Keys *auth.Keyring
+	// APIKeys admit clients to the data plane (the xDS/Envoy path);
+	// Authenticators admit other callers (a router's client certificate).
+	// With any of them, or a key, only routers and clients with an API key
+	// get completions, unless OpenDataPlane.
+	APIKeys        *auth.APIKeys
+	Authenticators []auth.Authenticator
+	OpenDataPlane  bool
+	// OpenInfo serves /metrics to anyone; ExposeBackend names this gateway
+	// in X-Stargate-Backend.
+	OpenInfo, ExposeBackend bool
 	// MaxBodyBytes bounds a request body; zero means 8 MiB.
 	MaxBodyBytes int64
 	// UpstreamIdleTimeout is the longest wait for the engine's next byte; a
@@ -90,8 +102,10 @@ func (c Config) Validate() error {
 		if err := checkURL(c.Advertise); err != nil {
 			errs = append(errs, fmt.Errorf("--advertise: %w (routers need this gateway's URL)", err))
 		}
-		if len(c.Key.Secret) == 0 {
+		if ring := c.keyring(); ring == nil {
 			errs = append(errs, errors.New("routers are given but no HMAC key to sign stats; give --hmac-key-file"))
+		} else if _, ok := ring.Signing(auth.RoleGateway); !ok {
+			errs = append(errs, errors.New("routers are given but the key file holds no gateway key to sign stats with"))
 		}
 	}
 	if c.Workers < 0 || (len(c.Engines) > 1 && c.Workers > 1 && c.Workers != len(c.Engines)) {
@@ -129,8 +143,10 @@ type Server struct {
 	leg    engineLeg // the request path to the engines
 	signer *auth.Signer
 	ops    *auth.Verifier
-	met    *metrics
-	loops  sync.WaitGroup
+	// callers admit data-plane requests (see admit).
+	callers []auth.Authenticator
+	met     *metrics
+	loops   sync.WaitGroup
 
 	mu       sync.Mutex
 	adm      *core.Gateway
@@ -187,10 +203,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, start: time.Now(), log: cfg.Logger.With("gateway", cfg.ID), client: &http.Client{Transport: tr},
 		waits: make(map[uint64]*waiter), routerIx: make(map[string]int), poke: make(chan struct{}, 1),
 		stopped: make(chan struct{}), errs: telemetry.ErrorRate{HalfLife: 10 * time.Second}}
-	if len(cfg.Key.Secret) > 0 {
-		s.signer = auth.NewSigner(cfg.Key, cfg.ID)
-		s.ops = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
-	}
+	s.initAuth()
 	s.leg = newEngineLeg(cfg, s.client)
 	s.met = newMetrics(s)
 	s.api = s.newAPI()
@@ -224,9 +237,11 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("gateway %s: %w", s.cfg.ID, err)
 	}
 	var key []byte
-	if len(s.cfg.Key.Secret) > 0 {
-		key = s.cfg.Key.Secret
-	} else {
+	if ring := s.cfg.keyring(); ring != nil {
+		k, _ := ring.Signing(auth.RoleGateway)
+		key = k.Secret
+	}
+	if len(key) == 0 {
 		key = auth.RandomKey("fence").Secret // fences fail until an operator sets a key
 		s.log.Warn("no HMAC key: a worker quarantined after an uncertain completion can be neither fenced nor released and stays out of service until the gateway restarts; give the gateway and the engine the same key file")
 	}
@@ -341,7 +356,7 @@ func (s *Server) newAPI() http.Handler {
 	mux.HandleFunc("POST /v1/completions", s.complete)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /health", s.health)
-	mux.Handle("GET /metrics", s.met.handler())
+	mux.Handle("GET /metrics", s.guardInfo(s.met.handler()))
 	mux.HandleFunc("POST /admin/workers/{id}/release", s.release)
 	return mux
 }
@@ -376,7 +391,9 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this gateway has no HMAC key; start it with --hmac-key-file to use the admin API", http.StatusNotFound)
 		return
 	}
-	if _, _, err := s.ops.Verify(r, 1<<10); err != nil {
+	_, msg, err := s.ops.Verify(r, 1<<10, auth.RoleOperator)
+	s.auditAdmin(r, msg, err)
+	if err != nil {
 		s.met.authRejected.Inc()
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return

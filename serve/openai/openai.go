@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/stargate-llm/stargate/gateway"
 )
 
 // Message is one chat message.
@@ -170,23 +171,16 @@ func WriteStreamError(w http.ResponseWriter, msg string) {
 	}
 }
 
-// ContextLimit reads the limit out of vLLM's context-length error message
-// ("This model's maximum context length is N tokens..."); -1 if the body is
-// not one.
+// ContextLimit reads the limit out of an engine's context-length refusal
+// in one of vLLM's or SGLang's own forms (gateway.ParseLimitBody: the
+// error message must start with the form, so a client's value an engine
+// quotes never counts); -1 if the body is not one.
 func ContextLimit(body []byte) int {
-	const lead = "maximum context length is "
-	i := bytes.Index(body, []byte(lead))
-	if i < 0 {
+	ev, ok := gateway.ParseLimitBody(body)
+	if !ok {
 		return -1
 	}
-	n := 0
-	for _, c := range body[i+len(lead):] {
-		if c < '0' || c > '9' || n > 1<<30 {
-			break
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n
+	return ev.Limit
 }
 
 // Read is what a router read from a request: its prompt tokens and session

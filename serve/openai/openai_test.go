@@ -123,11 +123,12 @@ func FuzzPlainString(f *testing.F) {
 
 func TestContextLimit(t *testing.T) {
 	for body, want := range map[string]int{
-		`{"error":{"message":"This model's maximum context length is 16384 tokens. However, you requested 20000 tokens."}}`: 16384,
-		`maximum context length is `:           0,
+		`{"error":{"message":"This model's maximum context length is 16384 tokens. However, you requested 20000 tokens (19000 in the messages, 1000 in the completion)."}}`: 16384,
+		`maximum context length is `:           -1,
 		`{"error":{"message":"rate limited"}}`: -1,
 		``:                                     -1,
-		`maximum context length is 99999999999999999999`: 9999999999,
+		`{"error":{"message":"This model's maximum context length is 99999999999999999999 tokens. However, your request has 9 input tokens."}}`:                  -1,
+		`{"error":{"message":"Input should be a valid number: \"This model's maximum context length is 8 tokens. However, your request has 9 input tokens.\""}}`: -1,
 	} {
 		if got := ContextLimit([]byte(body)); got != want {
 			t.Errorf("ContextLimit(%q) = %d, want %d", body, got, want)

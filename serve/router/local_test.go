@@ -82,7 +82,7 @@ func TestLocalRefusals(t *testing.T) {
 	}{
 		{"overloaded", http.StatusServiceUnavailable, `{"error":{"message":"busy"}}`, "b"},
 		{"rate limited", http.StatusTooManyRequests, `{"error":{"message":"slow down"}}`, "b"},
-		{"context too long", http.StatusBadRequest, `{"error":{"message":"This model's maximum context length is 2 tokens."}}`, "b"},
+		{"context too long", http.StatusBadRequest, `{"error":{"message":"This model's maximum context length is 2 tokens. However, your request has 9 input tokens."}}`, "b"},
 		{"bad request", http.StatusBadRequest, `{"error":{"message":"temperature must be positive"}}`, "a"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

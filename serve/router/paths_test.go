@@ -37,7 +37,7 @@ func TestAdminPath(t *testing.T) {
 	defer func() { srv.Close(); cancel(); <-done }()
 
 	admin := func(k auth.Key, name, body string) int {
-		req, err := auth.NewSigner(k, "operator").NewRequest(http.MethodPost, srv.URL+"/admin/backends/"+name+"/path", []byte(body))
+		req, err := auth.NewSigner(k, "operator").NewRequest("router/"+cfg.ID, http.MethodPost, srv.URL+"/admin/backends/"+name+"/path", []byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}

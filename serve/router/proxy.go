@@ -560,6 +560,7 @@ func (s *Server) upstream(ctx context.Context, r *http.Request, b target, body [
 	}
 	up.Header.Set(wire.HeaderRouter, s.cfg.ID)
 	up.ContentLength = int64(len(body))
+	s.signUpstream(up, body, b.name)
 	return up, nil
 }
 

@@ -82,6 +82,7 @@ func startRouterWith(t *testing.T, mutate func(*Config), local http.Handler, bac
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Policy = "round-robin"
+	cfg.ExposeBackend = true // the tests read which backend answered
 	if local != nil {
 		backends = append([]http.Handler{local}, backends...)
 		cfg.Local = &Local{}

@@ -46,8 +46,16 @@ type Config struct {
 	Key auth.Key
 	// Discovery says a discovery source (SetDiscovered) will supply backends.
 	Discovery bool
-	// APIKeys, when set, are required of every client request.
+	// Keys, if set, are the router's keys by role (see auth.Keyring); else
+	// Key alone serves every role.
+	Keys *auth.Keyring
+	// APIKeys, when set, are required of every client request, and of
+	// /metrics and /v1/stargate/backends unless OpenInfo.
 	APIKeys *auth.APIKeys
+	// OpenInfo serves /metrics and /v1/stargate/backends without an API key
+	// (scrapers on a private network); ExposeBackend names the backend that
+	// answered in X-Stargate-Backend (experiments, debugging).
+	OpenInfo, ExposeBackend bool
 	// MaxBodyBytes bounds a request body; MaxMessages the messages in it;
 	// MaxTokensLimit a request's max_tokens.
 	MaxBodyBytes   int64
@@ -96,8 +104,8 @@ func DefaultConfig() Config {
 // Validate reports what is wrong with a configuration.
 func (c Config) Validate(reg *policy.Registry) error {
 	var errs []error
-	if c.ID == "" || strings.ContainsAny(c.ID, " \t\r\n") {
-		errs = append(errs, fmt.Errorf("id %q must be non-empty without spaces", c.ID))
+	if !wire.ValidID(c.ID) {
+		errs = append(errs, fmt.Errorf("id %q must be 1-%d letters, digits and .-_:", c.ID, wire.MaxIDLen))
 	}
 	if !reg.Has(c.Policy) {
 		errs = append(errs, fmt.Errorf("unknown policy %q (known: %s)", c.Policy, strings.Join(reg.Names(), ", ")))
@@ -118,7 +126,7 @@ func (c Config) Validate(reg *policy.Registry) error {
 			errs = append(errs, fmt.Errorf("static backend %q: capacity %d, want >= 1", b.Name, b.Capacity))
 		}
 	}
-	if len(c.Static) == 0 && len(c.Key.Secret) == 0 && !c.Discovery {
+	if len(c.Static) == 0 && len(c.Key.Secret) == 0 && c.Keys == nil && !c.Discovery {
 		errs = append(errs, errors.New("no static backends, no discovery and no HMAC key: gateways could never register; give --hmac-key-file, --backend or --k8s-service"))
 	}
 	if c.Local != nil && c.Network != nil {
@@ -168,6 +176,7 @@ type Server struct {
 	log    *slog.Logger
 	client *http.Client
 	verify *auth.Verifier
+	signer *auth.Signer // signs requests to gateways (router role)
 	met    *metrics
 	// paths holds the operator's injected path delays (SetPath).
 	paths *netsim.Transport
@@ -228,9 +237,7 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	s := &Server{links: links, cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: paths},
 		paths: paths, waits: make(map[uint64]*waitEntry), timerSet: make(chan struct{}, 1),
 		backends: make(map[rcore.BackendID]*backend), stuckAfter: DefaultStuckAfter}
-	if len(cfg.Key.Secret) > 0 {
-		s.verify = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
-	}
+	s.initAuth()
 	s.table.Store(&table{byID: map[rcore.BackendID]target{}})
 	var static []*backend
 	for _, b := range cfg.Static {
@@ -507,13 +514,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/completions", s.complete)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /health", s.health)
-	mux.Handle("GET /metrics", s.met.handler())
-	mux.HandleFunc("GET /v1/stargate/backends", s.listBackends)
+	mux.Handle("GET /metrics", s.guardInfo(s.met.handler()))
+	mux.Handle("GET /v1/stargate/backends", s.guardInfo(http.HandlerFunc(s.listBackends)))
 	mux.HandleFunc("POST "+wire.PathStats, s.stats)
 	mux.HandleFunc("POST /admin/backends/{name}/drain", func(w http.ResponseWriter, r *http.Request) { s.drain(w, r, true) })
 	mux.HandleFunc("POST /admin/backends/{name}/undrain", func(w http.ResponseWriter, r *http.Request) { s.drain(w, r, false) })
 	mux.HandleFunc("POST /admin/backends/{name}/path", s.adminPath)
-	return mux
+	return s.hideBackend(mux)
 }
 
 // stats takes a gateway's signed stats: it registers the backend on first
@@ -523,7 +530,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this router takes no registrations: it has no HMAC key (--hmac-key-file)", http.StatusNotFound)
 		return
 	}
-	body, msgID, err := s.verify.Verify(r, 1<<20)
+	body, msgID, err := s.verify.VerifyService(r, 1<<20, auth.RoleGateway)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
@@ -560,6 +567,9 @@ func (s *Server) register(m *wire.Stats, boot string) (status int, err error) {
 		return http.StatusConflict, fmt.Errorf("backend %q is configured statically here; give the gateway another --id", m.Backend)
 	}
 	now := s.now()
+	if b == nil && len(s.backends) >= MaxBackends {
+		return http.StatusInsufficientStorage, fmt.Errorf("this router already has %d backends, its limit", MaxBackends)
+	}
 	if b == nil {
 		b = &backend{name: m.Backend, url: backendURL(m.URL), region: m.Region, boot: boot, last: *m, lastSeen: time.Now()}
 		if err := s.add(b); err != nil {
@@ -599,7 +609,8 @@ func (s *Server) verifyAdmin(w http.ResponseWriter, r *http.Request) ([]byte, bo
 		http.Error(w, "this router has no HMAC key; start it with --hmac-key-file to use the admin API", http.StatusNotFound)
 		return nil, false
 	}
-	body, _, err := s.verify.Verify(r, 1<<10)
+	body, msg, err := s.verify.Verify(r, 1<<10, auth.RoleOperator)
+	s.auditAdmin(r, msg, err)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return nil, false
@@ -704,9 +715,37 @@ func (s *Server) SetDiscovered(list []Discovered) error {
 // its own: the gateway default of 25 requests for one worker.
 const DiscoveredCapacity = 25
 
+// MaxBackends bounds the backends one router keeps; registrations beyond
+// it are refused.
+const MaxBackends = 4096
+
+// Bounds of a stats message's strings, which a router keeps.
+const (
+	maxStatsURL, maxStatsRegion, maxStatsModels, maxStatsModel = 2048, 64, 64, 256
+)
+
+// boundStats checks that what a router keeps of a stats message is bounded.
+func boundStats(m *wire.Stats) error {
+	if !wire.ValidID(m.Backend) {
+		return fmt.Errorf("stats backend id %.64q must be 1-%d letters, digits and .-_:", m.Backend, wire.MaxIDLen)
+	}
+	if len(m.URL) > maxStatsURL || len(m.Region) > maxStatsRegion || len(m.Models) > maxStatsModels {
+		return fmt.Errorf("stats of %q: URL, region or model list too long (limits %d, %d bytes, %d models)", m.Backend, maxStatsURL, maxStatsRegion, maxStatsModels)
+	}
+	for _, name := range m.Models {
+		if len(name) > maxStatsModel {
+			return fmt.Errorf("stats of %q: a model name is over %d bytes", m.Backend, maxStatsModel)
+		}
+	}
+	return nil
+}
+
 func checkStats(m *wire.Stats, sender string) error {
 	if m.Backend == "" || m.Backend != sender {
 		return fmt.Errorf("stats for backend %q signed by %q: a gateway reports only itself", m.Backend, sender)
+	}
+	if err := boundStats(m); err != nil {
+		return err
 	}
 	if !strings.HasPrefix(m.URL, "http://") && !strings.HasPrefix(m.URL, "https://") {
 		return fmt.Errorf("stats URL %q is not http(s)", m.URL)

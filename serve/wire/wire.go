@@ -159,3 +159,21 @@ var doneEvent = []byte("data: [DONE]\n\n")
 func EndsStream(b []byte) bool {
 	return bytes.HasSuffix(b, doneEvent) || bytes.HasSuffix(b, []byte("data: [DONE]\r\n\r\n"))
 }
+
+// MaxIDLen bounds a service id (a router's or a gateway's --id).
+const MaxIDLen = 64
+
+// ValidID reports whether id can name a service: 1 to MaxIDLen letters,
+// digits and ".-_:". Ids travel in headers and key maps, so a service
+// keeps only valid ones.
+func ValidID(id string) bool {
+	if id == "" || len(id) > MaxIDLen {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
