@@ -83,6 +83,9 @@ type Config struct {
 	Link bool
 	// Hooks watch the router in-process (experiments, tests).
 	Hooks Hooks
+	// Console serves the operator console: GET /console and its updates,
+	// GET /console/events (console.go).
+	Console bool
 }
 
 // DefaultConfig returns a router with DESIGN's policy defaults.
@@ -180,6 +183,8 @@ type Server struct {
 	counts   accounting
 	outBuf   []rcore.Outcome
 	timerSet chan struct{}
+	// con is the operator console's state (console.go).
+	con *console
 }
 
 type waitEntry struct {
@@ -215,7 +220,7 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	}
 	paths := netsim.New(tr, cfg.Seed)
 	s := &Server{links: links, cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: paths},
-		paths: paths, waits: make(map[uint64]*waitEntry), timerSet: make(chan struct{}, 1)}
+		paths: paths, waits: make(map[uint64]*waitEntry), timerSet: make(chan struct{}, 1), con: newConsole()}
 	if len(cfg.Key.Secret) > 0 {
 		s.verify = auth.NewVerifier(auth.DefaultMaxSkew, cfg.Key)
 	}
@@ -245,6 +250,9 @@ func (s *Server) Run(ctx context.Context) {
 	defer probe.Stop()
 	var probes sync.WaitGroup
 	defer probes.Wait()
+	if s.cfg.Console {
+		probes.Go(func() { s.consoleLoop(ctx) })
+	}
 	for {
 		s.mu.Lock()
 		wait := time.Hour
@@ -263,6 +271,9 @@ func (s *Server) Run(ctx context.Context) {
 			s.mu.Lock()
 			if s.core != nil {
 				s.core.Expire(s.now())
+				if s.cfg.Console {
+					s.watchLocked(s.now())
+				}
 			}
 			s.mu.Unlock()
 		case <-probe.C:
@@ -429,11 +440,15 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /metrics", s.met.handler())
-	mux.HandleFunc("GET /v1/stargate/backends", s.listBackends)
+	mux.HandleFunc("GET /v1/stargate/backends", s.adminRead(s.listBackends))
 	mux.HandleFunc("POST "+wire.PathStats, s.stats)
 	mux.HandleFunc("POST /admin/backends/{name}/drain", func(w http.ResponseWriter, r *http.Request) { s.drain(w, r, true) })
 	mux.HandleFunc("POST /admin/backends/{name}/undrain", func(w http.ResponseWriter, r *http.Request) { s.drain(w, r, false) })
 	mux.HandleFunc("POST /admin/backends/{name}/path", s.adminPath)
+	if s.cfg.Console {
+		mux.HandleFunc("GET /console", s.adminRead(s.serveConsole))
+		mux.HandleFunc("GET /console/events", s.adminRead(s.consoleEvents))
+	}
 	return mux
 }
 
@@ -473,6 +488,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("backend registered", "backend", m.Backend, "url", m.URL, "capacity", m.Capacity)
 	}
 	b := s.backends[i]
+	s.noteStats(b, &m, rebuild, b.boot != "" && b.boot != msgID.Boot)
 	if b.boot != msgID.Boot {
 		rebuild = rebuild || b.boot != "" // a restarted gateway counts from zero again
 		b.boot = msgID.Boot
@@ -543,6 +559,11 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request, on bool) {
 		return
 	}
 	s.log.Info("operator drain", "backend", name, "drain", on)
+	if on {
+		s.con.events.add(name, EventDrain, "drained by an operator")
+	} else {
+		s.con.events.add(name, EventUndrain, "undrained by an operator")
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"backend": name, "draining": on})
 }
 
@@ -727,10 +748,6 @@ func (s *Server) LastWeights() []policy.BackendWeight {
 		return wk.LastWeights(nil)
 	}
 	return nil
-}
-
-func (s *Server) listBackends(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"router": s.cfg.ID, "policy": s.cfg.Policy, "backends": s.Backends()})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) { openai.WriteJSON(w, status, v) }
