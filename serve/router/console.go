@@ -156,7 +156,7 @@ func (s *Server) noteStats(b *backend, m *wire.Stats, registered, restarted bool
 	ev := &s.con.events
 	switch {
 	case registered:
-		ev.add(m.Backend, EventRegistered, "registered: %d workers, capacity %d requests, region %q", m.Workers, m.Capacity, m.Region)
+		ev.add(m.Backend, EventRegistered, "%d workers, capacity %d requests, region %q", m.Workers, m.Capacity, m.Region)
 		if m.Quarantined > 0 {
 			ev.add(m.Backend, EventQuarantine, "%d of %d workers quarantined", m.Quarantined, m.Workers)
 		}
