@@ -333,6 +333,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 	f.StringVar(&k8sPort, "k8s-port", "http", "with --k8s-service: the Service port's name or number")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "with --k8s-service: a kubeconfig file (default: the pod's service account)")
 	gatewayFlags(f, &gcfg, "gateway-", "gateway in this process: ")
+	f.BoolVar(&cfg.Console, "console", false, "serve the operator console on GET /console (docs/console.md)")
 	f.StringVar(&gatewayListen, "gateway-listen", "", "gateway in this process: address other routers reach it on (default: only this router, in memory)")
 	f.BoolVar(&verbose, "verbose", false, "log debug messages")
 	return cmd

@@ -49,6 +49,8 @@ type Options struct {
 	ObserveQueue func(queued time.Duration)
 	// Hooks, if set, gives router r's in-process hooks (see router.Hooks).
 	Hooks func(router int) router.Hooks
+	// Console turns on every router's operator console (router.Config.Console).
+	Console bool
 }
 
 // Fleet is a running fleet.
@@ -186,6 +188,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		if opts.Hooks != nil {
 			rc.Hooks = opts.Hooks(ri)
 		}
+		rc.Console = opts.Console
 		rs, err := router.New(rc, reg)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: router %s: %w", u, err)
@@ -243,6 +246,21 @@ func (f *Fleet) KillBackend(b int) error {
 	f.stopGW[b]()
 	_ = f.gatewayHS[b].Close()
 	f.Gateways[b].CloseLinks()
+	_ = f.engineHS[b].Close()
+	f.stopEngine[b]()
+	return nil
+}
+
+// KillEngine crashes backend b's engine alone: its server closes at once,
+// so the streams it holds end mid-way and later connections are refused,
+// while its gateway lives on (and quarantines the workers whose requests
+// ended uncertainly). A killed engine stays dead.
+func (f *Fleet) KillEngine(b int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b < 0 || b >= len(f.killed) {
+		return fmt.Errorf("fleet: no backend %d (the fleet has %d)", b, len(f.killed))
+	}
 	_ = f.engineHS[b].Close()
 	f.stopEngine[b]()
 	return nil

@@ -59,5 +59,12 @@
 // (with its reason) or rejected (with its reason); Counts and
 // stargate_router_requests_total report them.
 //
+// GET /v1/stargate/backends answers AdminBackends (admin.go): every field
+// names its unit, the pressures are an object by signal name. With
+// Config.Console the router also serves the operator console (console.go):
+// GET /console, one embedded page, updated by Server-Sent Events from GET
+// /console/events at most twice a second, with a bounded ring of recent
+// events. Admin reads pass one check (guardInfo).
+//
 // A Server is safe for concurrent use.
 package router

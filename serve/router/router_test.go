@@ -243,10 +243,7 @@ func TestBackendsEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var v struct {
-		Policy   string        `json:"policy"`
-		Backends []BackendInfo `json:"backends"`
-	}
+	var v AdminBackends
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +251,7 @@ func TestBackendsEndpoint(t *testing.T) {
 		t.Fatalf("%+v", v)
 	}
 	for _, b := range v.Backends {
-		if b.State != "ready" || b.Weight != 10 || !b.Static || b.Status.RTT <= 0 {
+		if b.State != "ready" || b.Weight != 10 || !b.Static || b.RTTSeconds <= 0 {
 			t.Errorf("backend %+v", b)
 		}
 	}

@@ -91,6 +91,9 @@ type Config struct {
 	Link bool
 	// Hooks watch the router in-process (experiments, tests).
 	Hooks Hooks
+	// Console serves the operator console: GET /console and its updates,
+	// GET /console/events (console.go).
+	Console bool
 }
 
 // DefaultConfig returns a router with DESIGN's policy defaults.
@@ -203,6 +206,8 @@ type Server struct {
 	counts   accounting
 	outBuf   []rcore.Outcome
 	timerSet chan struct{}
+	// con is the operator console's state (console.go).
+	con *console
 }
 
 type waitEntry struct {
@@ -236,7 +241,7 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	paths := netsim.New(tr, cfg.Seed)
 	s := &Server{links: links, cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: paths},
 		paths: paths, waits: make(map[uint64]*waitEntry), timerSet: make(chan struct{}, 1),
-		backends: make(map[rcore.BackendID]*backend), stuckAfter: DefaultStuckAfter}
+		backends: make(map[rcore.BackendID]*backend), stuckAfter: DefaultStuckAfter, con: newConsole()}
 	s.initAuth()
 	s.table.Store(&table{byID: map[rcore.BackendID]target{}})
 	var static []*backend
@@ -267,6 +272,9 @@ func (s *Server) Run(ctx context.Context) {
 	var probes sync.WaitGroup
 	defer probes.Wait()
 	defer s.beat.Store(0)
+	if s.cfg.Console {
+		probes.Go(func() { s.consoleLoop(ctx) })
+	}
 	for {
 		s.beat.Store(max(int64(s.now()), 1))
 		timer.Reset(s.nextWait())
@@ -326,6 +334,9 @@ func (s *Server) expire() {
 	defer s.mu.Unlock()
 	if s.core != nil {
 		s.core.Expire(s.now())
+		if s.cfg.Console {
+			s.watchLocked(s.now())
+		}
 	}
 }
 
@@ -520,6 +531,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /admin/backends/{name}/drain", func(w http.ResponseWriter, r *http.Request) { s.drain(w, r, true) })
 	mux.HandleFunc("POST /admin/backends/{name}/undrain", func(w http.ResponseWriter, r *http.Request) { s.drain(w, r, false) })
 	mux.HandleFunc("POST /admin/backends/{name}/path", s.adminPath)
+	if s.cfg.Console {
+		mux.Handle("GET /console", s.guardInfo(http.HandlerFunc(s.serveConsole)))
+		mux.Handle("GET /console/events", s.guardInfo(http.HandlerFunc(s.consoleEvents)))
+	}
 	return s.hideBackend(mux)
 }
 
@@ -570,6 +585,7 @@ func (s *Server) register(m *wire.Stats, boot string) (status int, err error) {
 	if b == nil && len(s.backends) >= MaxBackends {
 		return http.StatusInsufficientStorage, fmt.Errorf("this router already has %d backends, its limit", MaxBackends)
 	}
+	s.noteStats(b, m, b == nil, b != nil && b.boot != "" && b.boot != boot)
 	if b == nil {
 		b = &backend{name: m.Backend, url: backendURL(m.URL), region: m.Region, boot: boot, last: *m, lastSeen: time.Now()}
 		if err := s.add(b); err != nil {
@@ -628,6 +644,11 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request, on bool) {
 		return
 	}
 	s.log.Info("operator drain", "backend", name, "drain", on)
+	if on {
+		s.con.events.add(name, EventDrain, "drained by an operator")
+	} else {
+		s.con.events.add(name, EventUndrain, "undrained by an operator")
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"backend": name, "draining": on})
 }
 
@@ -852,10 +873,6 @@ func (s *Server) LastWeights() []policy.BackendWeight {
 		return wk.LastWeights(nil)
 	}
 	return nil
-}
-
-func (s *Server) listBackends(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"router": s.cfg.ID, "policy": s.cfg.Policy, "backends": s.Backends()})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) { openai.WriteJSON(w, status, v) }
