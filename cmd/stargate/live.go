@@ -100,6 +100,10 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 			if err := loadKey(keyFile, &cfg.Key); err != nil {
 				return err
 			}
+			cfg.KeyFile = keyFile // named in the quarantine warning's release command
+			if cmd.Flags().Changed("max-inflight-per-worker") && !cmd.Flags().Changed("learn-slots") {
+				cfg.LearnSlots = false // the operator's number wins
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return usagef("--listen %q: %v", listen, err)
