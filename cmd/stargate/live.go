@@ -196,6 +196,9 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 				}
 				cfg.Discovery = true
 			}
+			if cmd.Flags().Changed("gateway-max-inflight-per-worker") && !cmd.Flags().Changed("gateway-learn-slots") {
+				gcfg.LearnSlots = false // the operator's number wins
+			}
 			local, err := newLocalGateway(&cfg, gcfg, gatewayListen)
 			if err != nil {
 				return err
