@@ -39,7 +39,7 @@ func gatewayFlags(f *pflag.FlagSet, cfg *gateway.Config, prefix, what string) {
 func engineFlags(f *pflag.FlagSet, o *gateway.EngineOptions, prefix, what string) {
 	f.DurationVar(&o.MaxQueueWait, prefix+"max-queue-wait", o.MaxQueueWait, what+"longest wait for admission or a worker permit, then 503 with Retry-After (keep it below the router's attempt budget)")
 	f.StringVar(&o.EngineAPIKeyFile, prefix+"engine-api-key-file", "", what+"file holding the engines' API key (their --api-key), sent as Authorization: Bearer")
-	f.BoolVar(&o.LearnSlots, prefix+"learn-slots", o.LearnSlots, what+"size worker slots by the engine's own sequence limit where it says it (else --"+prefix+"max-inflight-per-worker)")
+	f.BoolVar(&o.LearnSlots, prefix+"learn-slots", true, what+"size worker slots by the engine's own sequence limit where it says it (else --"+prefix+"max-inflight-per-worker)")
 	f.BoolVar(&o.RecoverOnRestart, prefix+"recover-on-engine-restart", false, what+"opt-in: release a quarantined worker of an engine without a fence (vLLM, SGLang) once it restarted and its metrics show nothing running or waiting")
 	f.IntVar(&o.RecoverIdleScrapes, prefix+"recover-idle-scrapes", o.RecoverIdleScrapes, what+"consecutive idle scrapes --"+prefix+"recover-on-engine-restart needs")
 }

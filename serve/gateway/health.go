@@ -46,10 +46,11 @@ type EngineOptions struct {
 	KeyFile string
 }
 
-// DefaultEngineOptions: waits end after 5 s, slots are learned, recovery
+// DefaultEngineOptions: waits end after 5 s, slots come from the config
+// (stargate gateway's --learn-slots, on by default, learns them), recovery
 // without a fence is off (3 idle scrapes when on).
 func DefaultEngineOptions() EngineOptions {
-	return EngineOptions{MaxQueueWait: 5 * time.Second, LearnSlots: true, RecoverIdleScrapes: 3}
+	return EngineOptions{MaxQueueWait: 5 * time.Second, RecoverIdleScrapes: 3}
 }
 
 // loadAPIKey reads EngineAPIKeyFile into EngineAPIKey.

@@ -245,7 +245,8 @@ func TestEngineAPIKey(t *testing.T) {
 // /get_server_info), else from the flag; running more than allowed warns.
 func TestLearnSlots(t *testing.T) {
 	eng := startEngine(t, "127.0.0.1:0", testKey)
-	g, _ := startGateway(t, "http://"+eng.addr, nil)
+	learn := func(c *Config) { c.LearnSlots = true }
+	g, _ := startGateway(t, "http://"+eng.addr, learn)
 	if got, want := g.cfg.Slots.MaxInflightPerWorker, engine.DefaultConfig().Profile.MaxSeqs; got != want {
 		t.Errorf("stargate engine: slots %d, want its max_num_seqs %d", got, want)
 	}
@@ -254,7 +255,7 @@ func TestLearnSlots(t *testing.T) {
 		t.Errorf("learning off: slots %d, want the flag's 3", got)
 	}
 	vllm := startVLLM(t, "127.0.0.1:0", "")
-	g, _ = startGateway(t, "http://"+vllm.addr, func(c *Config) { c.Slots.MaxInflightPerWorker = 11 })
+	g, _ = startGateway(t, "http://"+vllm.addr, func(c *Config) { c.LearnSlots, c.Slots.MaxInflightPerWorker = true, 11 })
 	if got := g.cfg.Slots.MaxInflightPerWorker; got != 11 {
 		t.Errorf("vLLM (says nothing): slots %d, want the flag's 11", got)
 	}
@@ -274,7 +275,7 @@ func TestLearnSlots(t *testing.T) {
 	defer sglang.Close()
 	var logs logBuffer
 	g, _ = startGateway(t, sglang.URL, func(c *Config) {
-		c.ScrapeInterval = 20 * time.Millisecond
+		c.ScrapeInterval, c.LearnSlots = 20*time.Millisecond, true
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
 	if got := g.cfg.Slots.MaxInflightPerWorker; got != 7 {
