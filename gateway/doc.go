@@ -46,6 +46,16 @@
 // another generation or to any challenge but the outstanding one is rejected
 // and counted. An operator may release a worker that cannot answer.
 //
+// # Admissible workers and the TTFT floor
+//
+// SetAdmissible scales capacity to the workers that can take a request (not
+// quarantined, their engine answering); with none, Offer rejects and the
+// stats report the backend Loading, so routers stop placing on it. Reports
+// set with SetSignals carry a TTFT p95 no lower than the age of the oldest
+// request without a first token: the head of the queue, and requests the
+// shell marked with AwaitFirstToken until FirstToken. A stalled engine thus
+// reads slow, not 0.
+//
 // A Gateway and Slots are not safe for concurrent use; time is passed in by
 // the caller.
 package gateway

@@ -90,6 +90,7 @@ type Request struct {
 	ID           uint64
 	Router       int // index of the router that sent it, for Stats.Received
 	PromptTokens int
+	queued       time.Duration // when Offer queued it
 }
 
 // Decision is the outcome of Offer.
@@ -135,6 +136,12 @@ type Gateway struct {
 	cfg      Config
 	backend  int
 	capacity int
+	// full is the capacity with every worker admissible; workers and
+	// admissible count the workers (see SetAdmissible).
+	full, workers, admissible int
+	// unanswered holds the admitted requests the shell said await their
+	// first token, with when (see AwaitFirstToken).
+	unanswered map[uint64]time.Duration
 
 	active  map[uint64]time.Duration // admitted request -> admission time
 	waiting []Request
@@ -175,7 +182,8 @@ func New(backend, workers int, cfg Config) (*Gateway, error) {
 		capacity = cfg.SlotsPerWorker * workers
 	}
 	return &Gateway{
-		cfg: cfg, backend: backend, capacity: capacity,
+		cfg: cfg, backend: backend, capacity: capacity, full: capacity, workers: workers, admissible: workers,
+		unanswered:  make(map[uint64]time.Duration),
 		active:      make(map[uint64]time.Duration, capacity),
 		meanService: cfg.InitialServiceTime.Seconds(),
 		tps:         newTPSMeter(cfg.TPSMinRequests),
@@ -194,6 +202,9 @@ func (g *Gateway) Waiting() int { return len(g.waiting) }
 
 // EstimatedWait is how long a request arriving now would wait for a slot.
 func (g *Gateway) EstimatedWait() time.Duration {
+	if g.capacity == 0 { // no admissible worker: a slot's return is unknown
+		return time.Duration(g.meanService * float64(time.Second))
+	}
 	if len(g.active) < g.capacity {
 		return 0
 	}
@@ -210,6 +221,10 @@ func (g *Gateway) Offer(now time.Duration, r Request) (Decision, error) {
 		g.active[r.ID] = now
 		return Admit, nil
 	}
+	if g.capacity == 0 {
+		g.rejected++
+		return Reject, fmt.Errorf("%w: backend %d has no admissible worker (all %d quarantined or unreachable)", ErrOverloaded, g.backend, g.workers)
+	}
 	if limit := g.cfg.MaxWaitingFactor * float64(g.capacity); float64(len(g.waiting)) >= limit {
 		g.rejected++
 		return Reject, fmt.Errorf("%w: backend %d has %d requests waiting (limit %.0f)", ErrOverloaded, g.backend, len(g.waiting), limit)
@@ -218,6 +233,7 @@ func (g *Gateway) Offer(now time.Duration, r Request) (Decision, error) {
 		g.rejected++
 		return Reject, fmt.Errorf("%w: backend %d estimated wait %v exceeds %v", ErrOverloaded, g.backend, est.Round(time.Millisecond), g.cfg.MaxEstimatedWait)
 	}
+	r.queued = now
 	g.waiting = append(g.waiting, r)
 	return Queue, nil
 }
@@ -241,6 +257,7 @@ func (g *Gateway) Finish(now time.Duration, id uint64, promptTokens int, out []R
 		return out
 	}
 	delete(g.active, id)
+	delete(g.unanswered, id)
 	g.completed++
 	g.meanService += 0.1 * ((now - start).Seconds() - g.meanService)
 	g.tps.add(now, promptTokens)
@@ -255,6 +272,7 @@ func (g *Gateway) Finish(now time.Duration, id uint64, promptTokens int, out []R
 func (g *Gateway) Cancel(now time.Duration, id uint64, out []Request) (wasActive bool, admitted []Request) {
 	if _, ok := g.active[id]; ok {
 		delete(g.active, id)
+		delete(g.unanswered, id)
 		g.cancelled++
 		g.changed(now)
 		return true, g.admitWaiting(now, out)
@@ -317,7 +335,7 @@ func (g *Gateway) SetSignals(now time.Duration, sig *telemetry.Signals) {
 	if sig != nil {
 		g.advertised = sig.MaxModelLen
 	}
-	g.signals = g.withLearned(now, sig)
+	g.signals = g.withLearned(now, g.withTTFTFloor(now, sig))
 	g.changed(now)
 }
 
@@ -386,6 +404,9 @@ func (g *Gateway) TakeStats(now time.Duration) *Stats {
 	st.Active, st.Waiting, st.InputTPS, st.MaxInputTPS = len(g.active), len(g.waiting), rate, g.decayedPeak(now)
 	st.Completed, st.Rejected, st.Cancelled = g.completed, g.rejected, g.cancelled
 	st.Signals = g.signals
+	if g.capacity == 0 {
+		st.Signals = g.notAdmitting()
+	}
 	return st
 }
 

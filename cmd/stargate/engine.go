@@ -14,7 +14,7 @@ import (
 
 func newEngineCmd() *cobra.Command {
 	cfg := engine.DefaultConfig()
-	var profile, listen, fenceKey, pprofAddr string
+	var profile, listen, fenceKey, pprofAddr, compat string
 	cmd := &cobra.Command{
 		Use:   "engine",
 		Short: "Serve a mock OpenAI-compatible engine whose GPUs run the engine model",
@@ -30,6 +30,9 @@ clock. Tokens stream at the pace of the model's steps.`,
 				return usageError{err}
 			}
 			cfg.Profile = p
+			if cfg.Compat, err = engine.ParseCompat(compat); err != nil {
+				return usagef("--compat: %v", err)
+			}
 			if err := loadKeys(fenceKey, auth.RoleGateway, &cfg.Keys, &cfg.Key); err != nil {
 				return err
 			}
@@ -59,6 +62,8 @@ clock. Tokens stream at the pace of the model's steps.`,
 	f.BoolVar(&cfg.StampTTFT, "stamp-ttft", false, "precede each stream's first token with an SSE comment giving the engine's own time to it (for bench/proxy.sh)")
 	f.StringVar(&fenceKey, "hmac-key-file", "", "file of HMAC keys (docs/security.md): the gateway key signs idle fences, operator keys check POST /admin/faults")
 	f.StringVar(&cfg.ID, "id", "engine", "this engine's name, which operators' signed calls address (engine/ID)")
+	f.StringVar(&compat, "compat", "stargate", "whose behaviour to copy where engines differ: stargate, or vllm (one worker, no fence, vLLM's errors and /tokenize) to test Stargate against a vLLM-like engine")
+	f.StringVar(&cfg.APIKey, "api-key", "", "require Authorization: Bearer KEY on /v1 paths, as vLLM's --api-key")
 	f.Float64Var(&cfg.Faults.ErrorRate, "fault-error-rate", 0, "operator fault: fail this share of requests with a 500")
 	f.BoolVar(&cfg.Faults.Hang, "fault-hang", false, "operator fault: accept requests and never answer")
 	f.IntVar(&cfg.Faults.MaxModelLen, "fault-max-model-len", 0, "operator fault: enforce this context limit while advertising --max-model-len")

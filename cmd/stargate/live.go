@@ -130,6 +130,10 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 			if err := loadAPIKeys(apiKeys, &cfg.APIKeys); err != nil {
 				return err
 			}
+			cfg.KeyFile = keyFile // named in the quarantine warning's release command
+			if cmd.Flags().Changed("max-inflight-per-worker") && !cmd.Flags().Changed("learn-slots") {
+				cfg.LearnSlots = false // the operator's number wins
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return usagef("--listen %q: %v", listen, err)
@@ -226,6 +230,9 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 					return usagef("--k8s-service %q: want NAMESPACE/NAME", k8sService)
 				}
 				cfg.Discovery = true
+			}
+			if cmd.Flags().Changed("gateway-max-inflight-per-worker") && !cmd.Flags().Changed("gateway-learn-slots") {
+				gcfg.LearnSlots = false // the operator's number wins
 			}
 			local, err := newLocalGateway(&cfg, gcfg, gatewayListen)
 			if err != nil {

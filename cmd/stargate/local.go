@@ -31,6 +31,17 @@ func gatewayFlags(f *pflag.FlagSet, cfg *gateway.Config, prefix, what string) {
 	f.IntVar(&cfg.Slots.MaxInflightPerWorker, prefix+"max-inflight-per-worker", cfg.Slots.MaxInflightPerWorker, what+"submissions one worker may hold at once")
 	f.IntVar(&cfg.Slots.MaxWaitingRequests, prefix+"max-waiting-requests", cfg.Slots.MaxWaitingRequests, what+"submissions that may wait for a worker permit")
 	f.DurationVar(&cfg.UpstreamIdleTimeout, prefix+"upstream-idle-timeout", cfg.UpstreamIdleTimeout, what+"longest wait for the engine's next byte; longer quarantines the worker")
+	engineFlags(f, &cfg.EngineOptions, prefix, what)
+}
+
+// engineFlags registers the flags for engines not written for Stargate
+// (vLLM, SGLang); docs/real-engines.md shows them in use.
+func engineFlags(f *pflag.FlagSet, o *gateway.EngineOptions, prefix, what string) {
+	f.DurationVar(&o.MaxQueueWait, prefix+"max-queue-wait", o.MaxQueueWait, what+"longest wait for admission or a worker permit, then 503 with Retry-After (keep it below the router's attempt budget)")
+	f.StringVar(&o.EngineAPIKeyFile, prefix+"engine-api-key-file", "", what+"file holding the engines' API key (their --api-key), sent as Authorization: Bearer")
+	f.BoolVar(&o.LearnSlots, prefix+"learn-slots", true, what+"size worker slots by the engine's own sequence limit where it says it (else --"+prefix+"max-inflight-per-worker)")
+	f.BoolVar(&o.RecoverOnRestart, prefix+"recover-on-engine-restart", false, what+"opt-in: release a quarantined worker of an engine without a fence (vLLM, SGLang) once it restarted and its metrics show nothing running or waiting")
+	f.IntVar(&o.RecoverIdleScrapes, prefix+"recover-idle-scrapes", o.RecoverIdleScrapes, what+"consecutive idle scrapes --"+prefix+"recover-on-engine-restart needs")
 }
 
 // localGatewayAddr is the in-memory address of a router's own gateway when

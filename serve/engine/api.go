@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/stargate-llm/stargate/serve/openai"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -62,15 +63,26 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, chat bool) (subm
 	arrived := time.Now()
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	var req openai.Request
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(&req); err != nil {
+	raw, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(raw, &req)
+	}
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			openai.WriteError(w, http.StatusRequestEntityTooLarge, "BadRequestError",
 				fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
 			return false
 		}
+		if s.vllm() {
+			validationError(w, "json_invalid", "0", "JSON decode error", map[string]any{})
+			return false
+		}
 		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", "request body is not valid JSON: "+err.Error())
+		return false
+	}
+	if s.vllm() && chat && len(req.Messages) == 0 {
+		validationError(w, "missing", "'messages'", "Field required", json.RawMessage(raw))
 		return false
 	}
 	if req.Model != "" && req.Model != s.cfg.Model {
@@ -117,13 +129,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, chat bool) (subm
 		}
 	}
 	if maxTokens > limit-prompt { // not prompt+maxTokens: that can overflow
-		openai.WriteError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf(
-			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			limit, uint64(prompt)+uint64(maxTokens), prompt, maxTokens))
+		s.contextError(w, limit, prompt, maxTokens, req.MaxTokens != nil || req.MaxCompletionTokens != nil)
 		return false
 	}
 	worker := -1
-	if h := r.Header.Get(HeaderWorker); h != "" {
+	if h := r.Header.Get(HeaderWorker); h != "" && !s.vllm() {
 		n, err := strconv.Atoi(h)
 		if err != nil || n < 0 || n >= s.cfg.GPUs {
 			openai.WriteError(w, http.StatusBadRequest, "BadRequestError", fmt.Sprintf("%s must be a worker index 0-%d, got %q", HeaderWorker, s.cfg.GPUs-1, h))

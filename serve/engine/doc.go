@@ -19,6 +19,11 @@
 // deterministic sequence of words drawn from the server's seed and the
 // prompt, so the same seed and request give the same answer.
 //
+// POST /tokenize counts a prompt or messages as the engine does, in vLLM's
+// shape. Config.Compat = CompatVLLM behaves like a real vLLM where the two
+// differ (one worker, no fence, vLLM's error texts, FastAPI's 404/405);
+// Config.APIKey requires a bearer token on /v1 paths, as vLLM's --api-key.
+//
 // The prefix cache is keyed by openai.SessionKey. A gateway that picks the
 // worker itself names it in the X-Stargate-Worker header.
 package engine

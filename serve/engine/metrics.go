@@ -57,16 +57,26 @@ func newMetrics(s *Server) *metrics {
 	}
 	m.ttft = hist("vllm:time_to_first_token_seconds", "Time to first token.")
 	m.e2e = hist("vllm:e2e_request_latency_seconds", "End-to-end request latency.")
-	workers := prometheus.NewGauge(prometheus.GaugeOpts{Name: "stargate_engine_workers",
-		Help: "GPU workers of this engine; a gateway sizes its slots by it.", ConstLabels: labels})
-	workers.Set(float64(s.cfg.GPUs))
-	m.reg.MustRegister(workers)
 	p := s.cfg.Profile
+	cacheInfo := prometheus.Labels{"block_size": "16", "num_gpu_blocks": strconv.Itoa(p.KVTokens / 16 * s.cfg.GPUs),
+		"enable_prefix_caching": "True", "cache_dtype": "auto"}
+	if !s.vllm() { // real vLLM exports neither the worker count nor max_num_seqs
+		workers := prometheus.NewGauge(prometheus.GaugeOpts{Name: "stargate_engine_workers",
+			Help: "GPU workers of this engine; a gateway sizes its slots by it.", ConstLabels: labels})
+		workers.Set(float64(s.cfg.GPUs))
+		m.reg.MustRegister(workers)
+		cacheInfo["max_num_seqs"] = strconv.Itoa(p.MaxSeqs)
+	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the KV cache configuration.",
-		ConstLabels: prometheus.Labels{"block_size": "16", "num_gpu_blocks": strconv.Itoa(p.KVTokens / 16 * s.cfg.GPUs),
-			"enable_prefix_caching": "True", "cache_dtype": "auto", "max_num_seqs": strconv.Itoa(p.MaxSeqs)}})
+		ConstLabels: cacheInfo})
 	info.Set(1)
 	m.reg.MustRegister(info)
+	// The server's start, as prometheus_client's process collector gives it
+	// for a real vLLM: a gateway tells a restarted engine by it.
+	started := prometheus.NewGauge(prometheus.GaugeOpts{Name: "process_start_time_seconds",
+		Help: "Start time of the process since unix epoch in seconds."})
+	started.Set(float64(s.start.UnixNano()) / 1e9)
+	m.reg.MustRegister(started)
 	return m
 }
 

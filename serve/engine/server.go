@@ -49,6 +49,12 @@ type Config struct {
 	// the TTFT its client saw to get the time spent outside the engine, per
 	// request. SSE clients skip comment lines.
 	StampTTFT bool
+	// Compat selects whose behaviour to copy where engines differ (see
+	// CompatVLLM); CompatVLLM serves one worker (GPUs must be 1).
+	Compat Compat
+	// APIKey, when set, is required on every /v1 path as
+	// "Authorization: Bearer KEY", as vLLM's --api-key does.
+	APIKey string
 }
 
 // TTFTStamp starts the SSE comment StampTTFT writes; the microseconds
@@ -84,6 +90,11 @@ func (c Config) Validate() error {
 	}
 	if err := c.Faults.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if _, err := ParseCompat(string(c.Compat)); err != nil {
+		errs = append(errs, err)
+	} else if c.Compat == CompatVLLM && c.GPUs != 1 {
+		errs = append(errs, fmt.Errorf("compat vllm serves one worker per URL, got gpus %d; run one engine per worker", c.GPUs))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("engine config: %w", err)
@@ -343,18 +354,31 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, true) })
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, false) })
 	mux.HandleFunc("GET /v1/models", s.models)
-	mux.HandleFunc("POST /admin/fence", s.fence)
+	mux.HandleFunc("POST /tokenize", s.tokenize)
 	mux.HandleFunc("POST /admin/faults", s.adminFaults)
-	mux.HandleFunc("GET /dcgm/metrics", s.dcgm)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.Handle("GET /metrics", s.metrics.handler())
-	return mux
+	var h http.Handler = mux
+	if s.vllm() {
+		h = detailMux{mux} // no fence, no DCGM exporter: vLLM has neither
+	} else {
+		mux.HandleFunc("POST /admin/fence", s.fence)
+		mux.HandleFunc("GET /dcgm/metrics", s.dcgm)
+	}
+	if s.cfg.APIKey != "" {
+		h = requireAPIKey(s.cfg.APIKey, h)
+	}
+	return h
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	owner := "stargate"
+	if s.vllm() {
+		owner = "vllm"
+	}
 	openai.WriteJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
-		"data": []map[string]any{{"id": s.cfg.Model, "object": "model", "created": 0, "owned_by": "stargate",
-			"root": s.cfg.Model, "max_model_len": s.cfg.MaxModelLen}},
+		"data": []map[string]any{{"id": s.cfg.Model, "object": "model", "created": s.start.Unix(), "owned_by": owner,
+			"root": s.cfg.Model, "parent": nil, "max_model_len": s.cfg.MaxModelLen}},
 	})
 }

@@ -39,5 +39,15 @@
 // (with its reason) or rejected (with its reason); Counts and
 // stargate_gateway_requests_total report them.
 //
+// In front of engines not written for Stargate (vLLM, SGLang; see
+// EngineOptions and docs/real-engines.md): quarantined workers and engines
+// that do not answer leave the capacity the stats report (with none the
+// backend reports Loading); every wait ends after MaxQueueWait with 503 and
+// Retry-After; a quarantine logs the stargate admin release command and
+// shows in stargate_gateway_quarantined_workers; RecoverOnRestart (opt-in)
+// releases a worker whose engine restarted and ran nothing over consecutive
+// scrapes; slots per worker are learned where the engine says its limit;
+// EngineAPIKey goes upstream as a bearer token.
+//
 // A Server is safe for concurrent use.
 package gateway

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -182,7 +181,8 @@ func testEngineUnreachable(t *testing.T, leg func(*Config)) {
 
 // TestEngineKilledMidStream kills the engine while it streams: the client
 // gets an in-stream error, the worker is quarantined, a request that comes
-// meanwhile waits instead of going to a worker whose state is unknown, the
+// meanwhile is refused at once (503, Retry-After: the gateway has no
+// admissible worker) instead of going to a worker whose state is unknown, the
 // engine's health alone restores nothing, and a fence after the engine
 // restarts (with its key) restores the worker. Accounting closes throughout.
 func TestEngineKilledMidStream(t *testing.T) { forEachLeg(t, testEngineKilledMidStream) }
@@ -210,13 +210,14 @@ func testEngineKilledMidStream(t *testing.T, leg func(*Config)) {
 	}
 	poll.Until(t, 2*time.Second, "quarantine", func() bool { return len(g.Quarantined()) == 1 })
 
-	// A request while the only worker is quarantined waits; its client gives up.
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	_, err = post(ctx, url, `{"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`)
+	// A request while the only worker is quarantined is refused, not held.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang guard
+	resp, err = post(ctx, url, `{"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`)
 	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("request during quarantine: %v; want it to wait", err)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("request during quarantine: %v %v; want a 503 with Retry-After", resp, err)
 	}
+	resp.Body.Close()
 
 	// The engine comes back without a fence key: healthy, yet the worker
 	// stays quarantined.
@@ -243,7 +244,7 @@ func testEngineKilledMidStream(t *testing.T, leg func(*Config)) {
 	})
 	c := g.Counts()
 	ended := c.Completed + sum(c.Failed) + sum(c.Rejected)
-	if c.Accepted != 3 || ended != 3 || c.Completed != 1 || c.Failed[ReasonEngineLost] != 1 || c.Failed[ReasonClientCancelled] != 1 {
+	if c.Accepted != 3 || ended != 3 || c.Completed != 1 || c.Failed[ReasonEngineLost] != 1 || c.Rejected[ReasonOverloaded] != 1 {
 		t.Errorf("accounting %+v", c)
 	}
 	g.mu.Lock()

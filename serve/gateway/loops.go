@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -117,9 +118,11 @@ func (s *Server) message(st *core.Stats, router string) wire.Stats {
 	if !s.engine.scrapedAt.IsZero() {
 		em.ScrapedAgo = time.Since(s.engine.scrapedAt).Seconds()
 	}
+	// Capacity 0 (no admissible worker) goes out as 1, the least a router
+	// accepts, with the backend reported Loading, which no router places on.
 	return wire.Stats{Backend: s.cfg.ID, URL: s.cfg.Advertise, Region: s.cfg.Region, Seq: st.Seq,
 		Models: s.engine.models, MaxModelLen: s.engine.maxModelLen, Workers: len(s.workers), Quarantined: quarantined,
-		Capacity: st.Capacity, Active: st.Active, Waiting: st.Waiting, InputTPS: st.InputTPS, MaxInputTPS: st.MaxInputTPS,
+		Capacity: max(st.Capacity, 1), Active: st.Active, Waiting: st.Waiting, InputTPS: st.InputTPS, MaxInputTPS: st.MaxInputTPS,
 		Received: received, Completed: st.Completed, Rejected: st.Rejected, Cancelled: st.Cancelled,
 		Engine: em, Interval: s.cfg.Admission.HeartbeatInterval, Signals: st.Signals, HardwareError: s.engine.hardwareErr}
 }
@@ -146,7 +149,8 @@ func (s *Server) scrape(ctx context.Context) (workers int, err error) {
 	var em wire.EngineMetrics
 	sig := &telemetry.Signals{State: telemetry.Ready}
 	var ttft []scrape.Histogram
-	for _, base := range s.cfg.Engines {
+	found := make([]engineScrape, len(s.cfg.Engines))
+	for i, base := range s.cfg.Engines {
 		body, err := s.get(ctx, base+"/metrics", scrape.MaxBytes)
 		var e scrape.Engine
 		if err == nil {
@@ -154,8 +158,9 @@ func (s *Server) scrape(ctx context.Context) (workers int, err error) {
 		}
 		if err != nil {
 			em.Error = err.Error()
-			break
+			continue
 		}
+		found[i] = engineScrape{m: e, ok: true}
 		em.Running += e.Running
 		em.Waiting += e.Waiting
 		em.KVUsage += e.KVFill / float64(len(s.cfg.Engines))
@@ -182,6 +187,9 @@ func (s *Server) scrape(ctx context.Context) (workers int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.engine.metrics = em
+	if s.adm != nil {
+		s.observeEngines(found)
+	}
 	if em.Error != "" {
 		return 0, fmt.Errorf("scraping the engine: %s", em.Error)
 	}
@@ -239,6 +247,7 @@ func (s *Server) get(ctx context.Context, url string, limit int64) ([]byte, erro
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/plain")
+	s.authorize(req.Header)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, err
@@ -291,13 +300,22 @@ func (s *Server) fence(ctx context.Context, c core.Challenge) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	s.authorize(req.Header)
 	var m engine.FenceMessage
 	if err := s.exchange(ctx, req, "engine", &m); err != nil {
+		var se *statusError
+		if errors.As(err, &se) && se.code == http.StatusNotFound {
+			s.noFence(c.Worker)
+		}
 		return err
 	}
 	s.mu.Lock()
 	grants, err := s.slots.Fence(core.IdleStatement(m))
 	s.wakeGrants(grants)
+	if err == nil {
+		s.eh.released(c.Worker, recoveredFence)
+		s.updateAdmissible()
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return err
@@ -319,10 +337,18 @@ func (s *Server) exchange(ctx context.Context, req *http.Request, who string, ou
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s answered %s: %s", who, resp.Status, bytes.TrimSpace(b))
+		return &statusError{code: resp.StatusCode, msg: fmt.Sprintf("%s answered %s: %s", who, resp.Status, bytes.TrimSpace(b))}
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(out); err != nil {
 		return fmt.Errorf("%s's answer: %w", who, err)
 	}
 	return nil
 }
+
+// statusError is an answer other than 200 to an exchange.
+type statusError struct {
+	code int
+	msg  string
+}
+
+func (e *statusError) Error() string { return e.msg }

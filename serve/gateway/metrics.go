@@ -46,10 +46,12 @@ var (
 	descQuarantined = prometheus.NewDesc("stargate_gateway_quarantined_workers", "Workers in quarantine.", nil, nil)
 	descQuarantines = prometheus.NewDesc("stargate_gateway_quarantines_total", "Quarantines begun.", nil, nil)
 	descFences      = prometheus.NewDesc("stargate_gateway_fence_answers_total", "Fence answers by result.", []string{"result"}, nil)
+	descAdmissible  = prometheus.NewDesc("stargate_gateway_admissible_workers", "Workers that can take a request: not quarantined, their engine answering.", nil, nil)
+	descRecoveries  = prometheus.NewDesc("stargate_gateway_recoveries_total", "Quarantines ended, by how: fence, operator or engine_restart.", []string{"how"}, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRequests, descAccepted, descActive, descWaiting, descQuarantined, descQuarantines, descFences} {
+	for _, d := range []*prometheus.Desc{descRequests, descAccepted, descActive, descWaiting, descQuarantined, descQuarantines, descFences, descAdmissible, descRecoveries} {
 		ch <- d
 	}
 }
@@ -81,6 +83,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(s.adm.Waiting()+s.slots.Waiting()))
 	ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, float64(quarantined))
 	ch <- prometheus.MustNewConstMetric(descQuarantines, prometheus.CounterValue, float64(s.slots.Quarantines()))
+	ch <- prometheus.MustNewConstMetric(descAdmissible, prometheus.GaugeValue, float64(s.admissible()))
+	for _, how := range []string{recoveredFence, recoveredOperator, recoveredRestart} {
+		ch <- prometheus.MustNewConstMetric(descRecoveries, prometheus.CounterValue, float64(s.eh.recoveries[how]), how)
+	}
 	for _, x := range []struct {
 		r string
 		n uint64

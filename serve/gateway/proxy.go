@@ -30,6 +30,8 @@ const (
 	ReasonEngineRefused     = "engine_refused"
 	ReasonShutdown          = "shutting_down"
 	ReasonUnauthorized      = "unauthorized"
+	// ReasonQueueTimeout: no admission or worker permit within MaxQueueWait.
+	ReasonQueueTimeout = "queue_timeout"
 )
 
 // Counts is how the gateway's requests ended (see wire.Counts).
@@ -131,8 +133,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.pokeStats()
 
-	if d == core.Queue && !s.await(ctx, id, wt) {
-		s.fail(w, id, ReasonClientCancelled, nil)
+	waitCtx, stopWait := s.waitDeadline(ctx)
+	defer stopWait()
+	if d == core.Queue && !s.await(waitCtx, id, wt) {
+		s.abandon(ctx, w, id)
 		return
 	}
 	// Admitted: take a worker permit, preferring the worker the picker chooses.
@@ -152,8 +156,8 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		wt.grant = g.Worker
 	}
 	s.mu.Unlock()
-	if queued && !s.await(ctx, id, wt) {
-		s.fail(w, id, ReasonClientCancelled, nil)
+	if queued && !s.await(waitCtx, id, wt) {
+		s.abandon(ctx, w, id)
 		return
 	}
 	if s.cfg.ObserveQueue != nil {
@@ -173,6 +177,22 @@ func (s *Server) await(ctx context.Context, id uint64, wt *waiter) bool {
 	// Cancelled, but a wake-up may have raced the cancellation: the cleanup in
 	// fail hands what was granted to the next waiter.
 	return false
+}
+
+// abandon ends a wait that did not end in a grant: the client went away,
+// the gateway is stopping, or the wait outlived MaxQueueWait.
+func (s *Server) abandon(ctx context.Context, w http.ResponseWriter, id uint64) {
+	select {
+	case <-s.stopped:
+		s.fail(w, id, ReasonClientCancelled, nil)
+		return
+	default:
+	}
+	if ctx.Err() != nil {
+		s.fail(w, id, ReasonClientCancelled, nil)
+		return
+	}
+	s.timedOut(w, id)
 }
 
 // fail ends a request that never reached the engine: it gives back whatever
@@ -206,9 +226,11 @@ func (s *Server) releaseAdmission(id uint64, promptTokens int) {
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, worker int, session uint64, prompt, needed int, body []byte) {
 	s.mu.Lock()
 	s.workers[worker].start(id, session, prompt)
+	s.adm.AwaitFirstToken(s.now(), id)
 	s.mu.Unlock()
 
 	up := &h1.Request{Method: http.MethodPost, Path: r.URL.Path, Body: body, Header: http.Header{"Content-Type": {"application/json"}}}
+	s.authorize(up.Header)
 	if v := r.Header.Get("X-Session-ID"); v != "" {
 		up.Header.Set("X-Session-ID", v)
 	}
@@ -217,7 +239,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 		up.Header.Set(engine.HeaderWorker, strconv.Itoa(worker))
 	}
 	var status int
-	streaming, learn := false, false
+	streaming, learn, answered := false, false, false
 	flusher, _ := w.(http.Flusher)
 	head := func(resp *h1.Response) error {
 		status = resp.StatusCode
@@ -233,6 +255,12 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 		return nil
 	}
 	copyBody := func(p []byte) error {
+		if !answered {
+			answered = true
+			s.mu.Lock()
+			s.adm.FirstToken(id) // the TTFT floor counts it no more
+			s.mu.Unlock()
+		}
 		if learn {
 			learn = false
 			if ev, ok := core.ParseLimitBody(p); ok {
@@ -259,6 +287,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id uint64, work
 	case errors.Is(err, errClientGone) || r.Context().Err() != nil:
 		s.finish(id, worker, 0, core.Completed, ReasonClientCancelled)
 	case status == 0 && errors.As(err, &notSent):
+		s.mu.Lock()
+		s.engineDown(eng)
+		s.mu.Unlock()
 		s.finish(id, worker, 0, core.Completed, ReasonEngineUnreachable)
 		s.nameBackend(w)
 		openai.WriteError(w, http.StatusBadGateway, "APIConnectionError", fmt.Sprintf("gateway %s: engine unreachable: %v", s.cfg.ID, notSent.Err))
@@ -283,12 +314,13 @@ var errClientGone = errors.New("gateway: the client went away")
 func (s *Server) finish(id uint64, worker, prompt int, o core.Outcome, reason string) {
 	s.mu.Lock()
 	s.workers[worker].stop(id)
+	wasQuarantined := s.slots.Quarantined(worker)
 	grants, err := s.slots.Release(id, o)
 	if err != nil {
 		s.log.Error("releasing a worker permit", "id", id, "err", err)
 	}
-	if o == core.Uncertain {
-		s.log.Warn("uncertain completion: worker quarantined until a fence succeeds", "worker", worker)
+	if o == core.Uncertain && !wasQuarantined {
+		s.quarantined(worker)
 	}
 	s.wakeGrants(grants)
 	s.releaseAdmission(id, prompt)

@@ -75,13 +75,16 @@ type Config struct {
 	// default for routers and https engines, and package h1's client for
 	// plain http engines; set, it carries everything.
 	Transport http.RoundTripper
+	// Engines not written for Stargate (vLLM, SGLang): see EngineOptions.
+	EngineOptions
 }
 
 // DefaultConfig returns a gateway with the core's defaults.
 func DefaultConfig() Config {
 	return Config{ID: "gateway", Admission: core.DefaultConfig(), Slots: core.DefaultSlotsConfig(),
 		MaxBodyBytes: 8 << 20, UpstreamIdleTimeout: 60 * time.Second,
-		ScrapeInterval: 500 * time.Millisecond, FenceInterval: 500 * time.Millisecond}
+		ScrapeInterval: 500 * time.Millisecond, FenceInterval: 500 * time.Millisecond,
+		EngineOptions: DefaultEngineOptions()}
 }
 
 // Validate reports what is wrong with a configuration.
@@ -115,6 +118,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("body limit must be >= 0 and the idle timeout, scrape and fence intervals > 0"))
 	}
 	if err := c.Admission.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Slots.Validate(); err != nil {
@@ -163,6 +169,9 @@ type Server struct {
 	prevTTFT []scrape.Histogram
 	started  bool
 	admitBuf []core.Request
+	// eh is what the gateway knows of each engine URL's health and
+	// each worker's way out of quarantine (health.go).
+	eh healthState
 	// api serves the OpenAI, health, metrics and admin paths, over plain
 	// HTTP and over the links routers open (links).
 	api   http.Handler
@@ -191,6 +200,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if err := cfg.loadAPIKey(); err != nil {
+		return nil, fmt.Errorf("gateway config: %w", err)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -228,6 +240,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if workers == 0 {
 		workers = max(found, 1)
 	}
+	s.learnSlots(ctx)
 	adm := s.cfg.Admission
 	if adm.MaxConcurrency == 0 {
 		adm.SlotsPerWorker = s.cfg.Slots.MaxInflightPerWorker
@@ -256,6 +269,7 @@ func (s *Server) Start(ctx context.Context) error {
 		s.workers[i] = newRemoteWorker(s.cfg.Slots.MaxInflightPerWorker)
 	}
 	s.engine.models, s.engine.maxModelLen = models, maxLen
+	s.eh.init(len(s.cfg.Engines), workers)
 	s.started = true
 	s.mu.Unlock()
 	targets := make([]*routerTarget, len(s.cfg.Routers))
@@ -315,6 +329,7 @@ func (s *Server) fetchModels(ctx context.Context) ([]string, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	s.authorize(req.Header)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, 0, err
@@ -407,6 +422,10 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	}
 	grants, err := s.slots.OperatorRelease(id)
 	s.wakeGrants(grants)
+	if err == nil {
+		s.eh.released(id, recoveredOperator)
+		s.updateAdmissible()
+	}
 	s.mu.Unlock()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusConflict)

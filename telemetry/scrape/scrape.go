@@ -180,6 +180,13 @@ type Engine struct {
 	// HasTTFT says it was exported.
 	TTFT    Histogram
 	HasTTFT bool
+	// StartTime is process_start_time_seconds (unix seconds), which a
+	// restart changes; zero when not exported (vLLM in multiprocess mode).
+	StartTime float64
+	// MaxSeqs is the engine's sequence limit where its metrics say it: the
+	// max_num_seqs label of vllm:cache_config_info (the stargate engine
+	// sets it; vLLM itself does not); zero when unknown.
+	MaxSeqs int
 }
 
 // engineNames are the metric names of one engine kind.
@@ -220,9 +227,32 @@ func ParseEngine(r io.Reader) (Engine, error) {
 			}
 		}
 		e.TTFT, e.HasTTFT = histogram(fams, n.ttft)
+		if t, ok := sum(fams, "process_start_time_seconds"); ok && t > 0 && !math.IsInf(t, 0) {
+			e.StartTime = t
+		}
+		e.MaxSeqs = infoLabel(fams, n.kind+":cache_config_info", "max_num_seqs")
 		return e, nil
 	}
 	return Engine{}, ErrNoEngineMetrics
+}
+
+// infoLabel reads a positive integer label of an info-style gauge; 0 if
+// absent or not a sane count.
+func infoLabel(fams map[string]*dto.MetricFamily, name, label string) int {
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+	for _, m := range f.Metric {
+		for _, l := range m.Label {
+			if l.GetName() == label {
+				if n, err := strconv.Atoi(l.GetValue()); err == nil && n > 0 && n <= 1<<20 {
+					return n
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // mean averages a family's samples (KV usage per engine instance).
