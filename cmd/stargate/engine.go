@@ -9,11 +9,14 @@ import (
 
 	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/httplimit"
+	"github.com/stargate-llm/stargate/serve/tlsconf"
 )
 
 func newEngineCmd() *cobra.Command {
 	cfg := engine.DefaultConfig()
 	var profile, listen, fenceKey, pprofAddr string
+	var sec secureFlags
 	cmd := &cobra.Command{
 		Use:   "engine",
 		Short: "Serve a mock OpenAI-compatible engine whose GPUs run the engine model",
@@ -36,6 +39,12 @@ clock. Tokens stream at the pace of the model's steps.`,
 			if err != nil {
 				return usageError{err}
 			}
+			log := logger(cmd.ErrOrStderr(), false)
+			// Gateways, routers running their gateway in process, and operators.
+			tlsCfg, err := sec.server(log, true, tlsconf.RoleGateway, tlsconf.RoleRouter, tlsconf.RoleOperator)
+			if err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return usagef("--listen %q: %v", listen, err)
@@ -44,7 +53,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 				_ = ln.Close()
 				return err
 			}
-			return serve(cmd.Context(), cmd, ln, srv)
+			return serve(cmd.Context(), cmd, ln, srv, sec.options("engine", tlsCfg, log))
 		},
 	}
 	f := cmd.Flags()
@@ -57,6 +66,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.BoolVar(&cfg.StampTTFT, "stamp-ttft", false, "precede each stream's first token with an SSE comment giving the engine's own time to it (for bench/proxy.sh)")
 	f.StringVar(&fenceKey, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) that signs idle fences for gateways and checks operators' POST /admin/faults")
+	addSecureFlags(f, &sec, false)
 	f.Float64Var(&cfg.Faults.ErrorRate, "fault-error-rate", 0, "operator fault: fail this share of requests with a 500")
 	f.BoolVar(&cfg.Faults.Hang, "fault-hang", false, "operator fault: accept requests and never answer")
 	f.IntVar(&cfg.Faults.MaxModelLen, "fault-max-model-len", 0, "operator fault: enforce this context limit while advertising --max-model-len")
@@ -68,15 +78,19 @@ clock. Tokens stream at the pace of the model's steps.`,
 }
 
 // serve runs srv on ln until ctx ends, then shuts down gracefully.
-func serve(ctx context.Context, cmd *cobra.Command, ln net.Listener, srv *engine.Server) error {
+func serve(ctx context.Context, cmd *cobra.Command, ln net.Listener, srv *engine.Server, o httplimit.Options) error {
 	// The engine's clock outlives the signal: requests in flight get the
 	// shutdown grace to finish, then the clock stops.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
 	done := make(chan struct{})
 	go func() { srv.Run(runCtx); close(done) }()
-	fmt.Fprintf(cmd.OutOrStdout(), "stargate engine serving on http://%s\n", ln.Addr())
-	err := serveHandler(ctx, ln, srv.Handler())
+	scheme := "http"
+	if o.TLS != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "stargate engine serving on %s://%s\n", scheme, ln.Addr())
+	err := serveHandler(ctx, ln, srv.Handler(), o)
 	stopRun()
 	<-done
 	return err

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -29,6 +28,7 @@ import (
 	"github.com/stargate-llm/stargate/serve/gateway"
 	"github.com/stargate-llm/stargate/serve/rawio"
 	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/tlsconf"
 	"github.com/stargate-llm/stargate/study"
 	"github.com/stargate-llm/stargate/workload"
 	"github.com/stargate-llm/stargate/xds"
@@ -52,27 +52,6 @@ func loadKey(path string, key *auth.Key) error {
 // included: TCP with raw reads and writes (package rawio).
 var dialBackends = rawio.Dialer(&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 15 * time.Second})
 
-// serveHandler serves h on ln until ctx ends, then shuts down with a grace
-// period for the requests in flight. Its TCP connections read and write
-// with raw system calls (package rawio).
-func serveHandler(ctx context.Context, ln net.Listener, h http.Handler) error {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(rawio.Listener{Listener: ln}) }()
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = hs.Shutdown(shutdown)
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return failure{err}
-	}
-	return nil
-}
-
 func logger(w io.Writer, verbose bool) *slog.Logger {
 	level := slog.LevelInfo
 	if verbose {
@@ -85,6 +64,7 @@ func newGatewayCmd() *cobra.Command {
 	cfg := gateway.DefaultConfig()
 	var listen, keyFile, pprofAddr string
 	var verbose bool
+	var sec secureFlags
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Front one backend: admission, worker slots, quarantine, stats to routers",
@@ -100,14 +80,22 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 			if err := loadKey(keyFile, &cfg.Key); err != nil {
 				return err
 			}
+			cfg.Logger = logger(cmd.ErrOrStderr(), verbose)
+			// Routers and operators only, with --client-ca-file.
+			tlsCfg, err := sec.server(cfg.Logger, true, tlsconf.RoleRouter, tlsconf.RoleOperator)
+			if err != nil {
+				return err
+			}
+			if cfg.DialTLS, err = sec.dialer(nil, rolesFor(hostsOf(cfg.Routers), tlsconf.RoleRouter)); err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return usagef("--listen %q: %v", listen, err)
 			}
 			if cfg.Advertise == "" && len(cfg.Routers) > 0 {
-				cfg.Advertise = "http://" + ln.Addr().String()
+				cfg.Advertise = sec.scheme() + "://" + ln.Addr().String()
 			}
-			cfg.Logger = logger(cmd.ErrOrStderr(), verbose)
 			srv, err := gateway.New(cfg)
 			if err != nil {
 				_ = ln.Close()
@@ -125,8 +113,8 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 				}
 				return failure{err}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "stargate gateway %s serving on http://%s\n", cfg.ID, ln.Addr())
-			err = serveHandler(ctx, ln, srv.Handler())
+			fmt.Fprintf(cmd.OutOrStdout(), "stargate gateway %s serving on %s://%s\n", cfg.ID, sec.scheme(), ln.Addr())
+			err = serveHandler(ctx, ln, srv.Handler(), sec.options("gateway", tlsCfg, cfg.Logger))
 			srv.Wait()
 			return err
 		},
@@ -135,6 +123,7 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 	f.StringVar(&listen, "listen", "127.0.0.1:9001", "address to listen on")
 	gatewayFlags(f, &cfg, "", "")
 	f.StringVar(&keyFile, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) shared with routers and the engine's fence")
+	addSecureFlags(f, &sec, true)
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.BoolVar(&verbose, "verbose", false, "log debug messages")
 	return cmd
@@ -147,6 +136,7 @@ func newRouterCmd() *cobra.Command {
 	var listen, keyFile, apiKeys, pprofAddr, xdsListen, k8sService, k8sPort, kubeconfig, gatewayListen string
 	var backends []string
 	var verbose bool
+	var sec secureFlags
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Serve the OpenAI API and place each request on a backend",
@@ -192,12 +182,21 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 				}
 				cfg.Discovery = true
 			}
-			local, err := newLocalGateway(&cfg, gcfg, gatewayListen)
+			// API clients and gateways alike: a client certificate is
+			// verified if sent, and PeerIdentity names it.
+			tlsCfg, err := sec.server(cfg.Logger, false)
+			if err != nil {
+				return err
+			}
+			local, err := newLocalGateway(&cfg, gcfg, gatewayListen, &sec)
 			if err != nil {
 				return err
 			}
 			if cfg.Dial == nil {
 				cfg.Dial = dialBackends
+			}
+			if err := routerDialTLS(&cfg, &sec, local); err != nil {
+				return err
 			}
 			srv, err := router.New(cfg, reg)
 			if err != nil {
@@ -208,7 +207,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 				return usagef("--listen %q: %v", listen, err)
 			}
 			if local != nil {
-				if err := local.open("http://"+ln.Addr().String(), srv.Registerer()); err != nil {
+				if err := local.open(sec.scheme()+"://"+ln.Addr().String(), srv.Registerer()); err != nil {
 					_ = ln.Close()
 					return err
 				}
@@ -270,8 +269,8 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 			if watcher != nil {
 				g.Go(func() error { return watcher.Run(gctx) })
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "http://%s\n", ln.Addr())
-			err = serveHandler(gctx, ln, srv.Handler())
+			fmt.Fprintf(cmd.OutOrStdout(), "%s://%s\n", sec.scheme(), ln.Addr())
+			err = serveHandler(gctx, ln, srv.Handler(), sec.options("router", tlsCfg, cfg.Logger))
 			srv.Close()
 			cancel()
 			if werr := g.Wait(); werr != nil && !errors.Is(werr, context.Canceled) && err == nil {
@@ -286,6 +285,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 	f.StringVar(&cfg.ID, "id", cfg.ID, "this replica's name, sent to gateways")
 	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "placement policy ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
 	f.StringVar(&keyFile, "hmac-key-file", "", "file holding the HMAC key (ID:SECRET) gateways sign their stats with")
+	addSecureFlags(f, &sec, true)
 	f.StringVar(&apiKeys, "api-keys", "", "file of client API keys, one per line (the key, or sha256:HEX of it)")
 	f.StringArrayVar(&backends, "backend", nil, "static backend NAME=URL[@CAPACITY] (repeatable)")
 	f.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "backends one request may try before its first byte")

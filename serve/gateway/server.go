@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -63,6 +64,9 @@ type Config struct {
 	// default for routers and https engines, and package h1's client for
 	// plain http engines; set, it carries everything.
 	Transport http.RoundTripper
+	// DialTLS, if set, opens the default transport's verified TLS
+	// connections to https routers and engines (package tlsconf's Dialer).
+	DialTLS func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // DefaultConfig returns a gateway with the core's defaults.
@@ -181,7 +185,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		tr = &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second,
+		tr = &http.Transport{DialTLSContext: cfg.DialTLS, MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second,
 			ForceAttemptHTTP2: false, DisableCompression: true}
 	}
 	s := &Server{cfg: cfg, start: time.Now(), log: cfg.Logger.With("gateway", cfg.ID), client: &http.Client{Transport: tr},

@@ -185,7 +185,7 @@ func TestCertificateReloadedOnChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
 	}
 	if got := serial(); got != first.Cert.SerialNumber.String() {
