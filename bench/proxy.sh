@@ -25,6 +25,11 @@
 #                    stargate-http a second router (--link=false) and gateway
 #                    pair; each idles while the others are measured
 #   OUT=out/bench-proxy  where the run lines, tables and profiles go
+#   TLS=0            1: the clients reach the routers and nginx over HTTPS
+#                    (one self-signed ECDSA P-256 certificate made with
+#                    openssl, kept-alive connections); the gateways report to
+#                    their routers over HTTPS; the engine called directly and
+#                    the hops behind the proxies stay plain HTTP
 #
 # Installs nginx from Debian (apt-get) if it is missing; that needs root.
 # Everything listens on 127.0.0.1 ports 18001-18202; all processes stop at exit.
@@ -40,6 +45,7 @@ PIN=${PIN:-1}
 MODE=${MODE:-registered}
 PROFILE=${PROFILE:-1}
 TARGETS=${TARGETS:-engine stargate stargate-1proc stargate-http nginx}
+TLS=${TLS:-0}
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -79,6 +85,17 @@ echo "building" >&2
 go build -o "$work/stargate" ./cmd/stargate
 go build -o "$work/proxyload" ./cmd/proxyload
 
+# TLS=1: a self-signed certificate for 127.0.0.1; cs is the clients' scheme.
+cs=http curl_tls=() router_tls=() gateway_tls=() load_tls=()
+if [ "$TLS" = 1 ]; then
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -keyout "$work/tls-key.pem" -out "$work/tls.pem" \
+		-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null
+	cs=https curl_tls=(--cacert "$work/tls.pem")
+	router_tls=(--tls-cert-file "$work/tls.pem" --tls-private-key-file "$work/tls-key.pem" --tls-ca-file "$work/tls.pem")
+	gateway_tls=(--tls-ca-file "$work/tls.pem")
+	load_tls=(--ca-file "$work/tls.pem")
+fi
+
 # CPU placement: with PIN=1 and 2+ CPUs the proxies run on CPU 1, the engine
 # and the load generator on CPU 0 (Go sizes GOMAXPROCS to the CPUs allowed).
 client=() proxy=() workers=auto
@@ -95,7 +112,7 @@ fi
 	echo "cpus: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 	echo "go: $(go version | cut -d' ' -f3), nginx: $("$nginx_bin" -v 2>&1 | cut -d/ -f2)"
 	echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (modified)')"
-	echo "settings: STREAMS=$STREAMS WARMUP=$WARMUP DURATION=$DURATION REPS=$REPS THINK=$THINK MAX_TOKENS=$MAX_TOKENS PIN=$PIN MODE=$MODE PROXY_ENV=${PROXY_ENV:-}"
+	echo "settings: STREAMS=$STREAMS WARMUP=$WARMUP DURATION=$DURATION REPS=$REPS THINK=$THINK MAX_TOKENS=$MAX_TOKENS PIN=$PIN MODE=$MODE PROXY_ENV=${PROXY_ENV:-} TLS=$TLS"
 	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/machine.txt" >&2
 
@@ -126,22 +143,22 @@ printf 'bench:%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$
 gateway_args=(--engine "http://$ENGINE" --max-inflight-per-worker 512)
 case $MODE in
 registered)
-	start router "${proxy[@]}" "$work/stargate" router --listen "$ROUTER" --hmac-key-file "$work/key.txt" --pprof "$RT_PPROF"
+	start router "${proxy[@]}" "$work/stargate" router --listen "$ROUTER" --hmac-key-file "$work/key.txt" --pprof "$RT_PPROF" "${router_tls[@]}"
 	router_pid=${pids[-1]}
 	start gateway "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --listen "$GATEWAY" --id gw-bench --pprof "$GW_PPROF" \
-		--router "http://$ROUTER" --hmac-key-file "$work/key.txt"
+		--router "$cs://$ROUTER" --hmac-key-file "$work/key.txt" "${gateway_tls[@]}"
 	gateway_pid=${pids[-1]}
-	start router-http "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_HTTP" --link=false --id router-http --hmac-key-file "$work/key.txt"
+	start router-http "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_HTTP" --link=false --id router-http --hmac-key-file "$work/key.txt" "${router_tls[@]}"
 	router_http_pid=${pids[-1]}
 	start gateway-http "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --listen "$GATEWAY_HTTP" --id gw-http \
-		--router "http://$ROUTER_HTTP" --hmac-key-file "$work/key.txt"
+		--router "$cs://$ROUTER_HTTP" --hmac-key-file "$work/key.txt" "${gateway_tls[@]}"
 	;;
 static)
-	start router "${proxy[@]}" "$work/stargate" router --listen "$ROUTER" --backend "gw-bench=http://$GATEWAY@512" --pprof "$RT_PPROF"
+	start router "${proxy[@]}" "$work/stargate" router --listen "$ROUTER" --backend "gw-bench=http://$GATEWAY@512" --pprof "$RT_PPROF" "${router_tls[@]}"
 	router_pid=${pids[-1]}
 	start gateway "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --listen "$GATEWAY" --id gw-bench --pprof "$GW_PPROF"
 	gateway_pid=${pids[-1]}
-	start router-http "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_HTTP" --link=false --id router-http --backend "gw-http=http://$GATEWAY_HTTP@512"
+	start router-http "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_HTTP" --link=false --id router-http --backend "gw-http=http://$GATEWAY_HTTP@512" "${router_tls[@]}"
 	router_http_pid=${pids[-1]}
 	start gateway-http "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --listen "$GATEWAY_HTTP" --id gw-http
 	;;
@@ -152,12 +169,12 @@ static)
 esac
 gateway_http_pid=${pids[-1]}
 start router-1proc "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_1P" --id router-1proc --hmac-key-file "$work/key.txt" \
-	--gateway-engine "http://$ENGINE" --gateway-id gw-1proc --gateway-max-inflight-per-worker 512
+	--gateway-engine "http://$ENGINE" --gateway-id gw-1proc --gateway-max-inflight-per-worker 512 "${router_tls[@]}"
 router_1p_pid=${pids[-1]}
 wait_for gateway curl -sf "http://$GATEWAY/health"
 wait_for gateway-http curl -sf "http://$GATEWAY_HTTP/health"
 for r in "$ROUTER" "$ROUTER_HTTP" "$ROUTER_1P"; do
-	wait_for "the gateway's registration at $r" sh -c "curl -sf http://$r/v1/stargate/backends | grep -q '\"state\":\"ready\"'"
+	wait_for "the gateway's registration at $r" sh -c "curl -sf ${curl_tls[*]} $cs://$r/v1/stargate/backends | grep -q '\"state\":\"ready\"'"
 done
 
 mkdir -p "$work/nginx"
@@ -180,7 +197,8 @@ http {
         keepalive 512;
     }
     server {
-        listen $NGINX;
+        listen $NGINX$([ "$TLS" = 1 ] && echo " ssl");
+$([ "$TLS" = 1 ] && printf '        ssl_certificate %s;\n        ssl_certificate_key %s;\n        ssl_protocols TLSv1.2 TLSv1.3;\n' "$work/tls.pem" "$work/tls-key.pem")
         location / {
             proxy_pass http://engine;
             proxy_http_version 1.1;
@@ -192,18 +210,18 @@ http {
 CONF
 start nginx "${proxy[@]}" "$nginx_bin" -p "$work/nginx" -e "$work/nginx-error.log" -c "$work/nginx.conf"
 nginx_master=${pids[-1]}
-wait_for nginx curl -sf -o /dev/null "http://$NGINX/health"
+wait_for nginx curl -sf "${curl_tls[@]}" -o /dev/null "$cs://$NGINX/health"
 nginx_pids=$(echo "$nginx_master" $(pgrep -P "$nginx_master") | tr ' ' ',')
 
-declare -A target_url=([engine]="http://$ENGINE" [stargate]="http://$ROUTER" [stargate-1proc]="http://$ROUTER_1P"
-	[stargate-http]="http://$ROUTER_HTTP" [nginx]="http://$NGINX")
+declare -A target_url=([engine]="http://$ENGINE" [stargate]="$cs://$ROUTER" [stargate-1proc]="$cs://$ROUTER_1P"
+	[stargate-http]="$cs://$ROUTER_HTTP" [nginx]="$cs://$NGINX")
 declare -A target_pids=([engine]="$engine_pid" [stargate]="$router_pid,$gateway_pid" [stargate-1proc]="$router_1p_pid"
 	[stargate-http]="$router_http_pid,$gateway_http_pid" [nginx]="$nginx_pids")
 
 measure() { # measure FILE THINK REP TARGET
 	"${client[@]}" "$work/proxyload" run --url "${target_url[$4]}" --pids "${target_pids[$4]}" --engine-pid "$engine_pid" \
 		--label "$4" --rep "$3" --streams "$STREAMS" --warmup "$WARMUP" --duration "$DURATION" \
-		--max-tokens "$MAX_TOKENS" --think "$2" >>"$1"
+		--max-tokens "$MAX_TOKENS" --think "$2" "${load_tls[@]}" >>"$1"
 }
 
 modes=(saturated)
@@ -227,7 +245,7 @@ if [ "$PROFILE" = 1 ]; then
 	p1=$!
 	curl -sf -o "$OUT/gateway.pprof" "http://$GW_PPROF/debug/pprof/profile?seconds=$secs" &
 	p2=$!
-	"${client[@]}" "$work/proxyload" run --url "http://$ROUTER" --pids "$router_pid,$gateway_pid" --engine-pid "$engine_pid" \
+	"${client[@]}" "$work/proxyload" run --url "$cs://$ROUTER" "${load_tls[@]}" --pids "$router_pid,$gateway_pid" --engine-pid "$engine_pid" \
 		--label stargate-profiled --streams "$STREAMS" --warmup 0s --duration "$DURATION" --max-tokens "$MAX_TOKENS" >"$OUT/profiled.ndjson"
 	wait "$p1" "$p2"
 	curl -sf -o "$OUT/router-allocs.pprof" "http://$RT_PPROF/debug/pprof/allocs"

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -65,6 +67,8 @@ type Config struct {
 	EnginePID int
 	Label     string
 	Rep       int
+	// TLS verifies an https target; nil uses the system's roots.
+	TLS *tls.Config
 }
 
 // Result is one measurement's figures, printed as one JSON line.
@@ -110,8 +114,21 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.EnginePID, "engine-pid", 0, "PID of the engine, whose CPU per request is reported apart")
 	fs.StringVar(&cfg.Label, "label", "", "name of this target in the table")
 	fs.IntVar(&cfg.Rep, "rep", 0, "repetition number (pairs runs of different labels)")
+	var caFile string
+	fs.StringVar(&caFile, "ca-file", "", "PEM CA that verifies an https target")
 	if err := fs.Parse(args); err != nil {
 		return usage{err}
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return usage{fmt.Errorf("--ca-file: %w", err)}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return usage{fmt.Errorf("--ca-file %s holds no PEM certificate", caFile)}
+		}
+		cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	for _, p := range strings.Split(pids, ",") {
 		if p = strings.TrimSpace(p); p == "" {
@@ -123,8 +140,8 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.PIDs = append(cfg.PIDs, n)
 	}
-	if !strings.HasPrefix(cfg.URL, "http://") || cfg.Streams < 1 || cfg.Duration <= 0 || cfg.Warmup < 0 || cfg.MaxTokens < 1 || cfg.Think < 0 {
-		return usage{errors.New("need --url http://..., --streams >= 1, --duration > 0, --warmup >= 0 and --max-tokens >= 1")}
+	if !strings.HasPrefix(cfg.URL, "http://") && !strings.HasPrefix(cfg.URL, "https://") || cfg.Streams < 1 || cfg.Duration <= 0 || cfg.Warmup < 0 || cfg.MaxTokens < 1 || cfg.Think < 0 {
+		return usage{errors.New("need --url http[s]://..., --streams >= 1, --duration > 0, --warmup >= 0 and --max-tokens >= 1")}
 	}
 	if cfg.Label == "" {
 		cfg.Label = cfg.URL
@@ -143,7 +160,7 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 // Load runs one measurement.
 func Load(ctx context.Context, cfg Config) (*Result, error) {
 	tr := &http.Transport{MaxIdleConns: cfg.Streams + 16, MaxIdleConnsPerHost: cfg.Streams + 16,
-		IdleConnTimeout: 90 * time.Second, DisableCompression: true}
+		IdleConnTimeout: 90 * time.Second, DisableCompression: true, TLSClientConfig: cfg.TLS}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 	body := fmt.Appendf(nil, `{"model":"stargate-mock","stream":true,"max_tokens":%d,"messages":[{"role":"user","content":"Say something short about routers."}]}`, cfg.MaxTokens)

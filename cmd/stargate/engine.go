@@ -10,11 +10,14 @@ import (
 	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/httplimit"
+	"github.com/stargate-llm/stargate/serve/tlsconf"
 )
 
 func newEngineCmd() *cobra.Command {
 	cfg := engine.DefaultConfig()
 	var profile, listen, fenceKey, pprofAddr, compat string
+	var sec secureFlags
 	cmd := &cobra.Command{
 		Use:   "engine",
 		Short: "Serve a mock OpenAI-compatible engine whose GPUs run the engine model",
@@ -40,6 +43,12 @@ clock. Tokens stream at the pace of the model's steps.`,
 			if err != nil {
 				return usageError{err}
 			}
+			log := logger(cmd.ErrOrStderr(), false)
+			// Gateways, routers running their gateway in process, and operators.
+			tlsCfg, err := sec.server(log, true, tlsconf.RoleGateway, tlsconf.RoleRouter, tlsconf.RoleOperator)
+			if err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return usagef("--listen %q: %v", listen, err)
@@ -48,7 +57,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 				_ = ln.Close()
 				return err
 			}
-			return serve(cmd.Context(), cmd, ln, srv)
+			return serve(cmd.Context(), cmd, ln, srv, sec.options("engine", tlsCfg, log))
 		},
 	}
 	f := cmd.Flags()
@@ -64,6 +73,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 	f.StringVar(&cfg.ID, "id", "engine", "this engine's name, which operators' signed calls address (engine/ID)")
 	f.StringVar(&compat, "compat", "stargate", "whose behaviour to copy where engines differ: stargate, or vllm (one worker, no fence, vLLM's errors and /tokenize) to test Stargate against a vLLM-like engine")
 	f.StringVar(&cfg.APIKey, "api-key", "", "require Authorization: Bearer KEY on /v1 paths, as vLLM's --api-key")
+	addSecureFlags(f, &sec, false)
 	f.Float64Var(&cfg.Faults.ErrorRate, "fault-error-rate", 0, "operator fault: fail this share of requests with a 500")
 	f.BoolVar(&cfg.Faults.Hang, "fault-hang", false, "operator fault: accept requests and never answer")
 	f.IntVar(&cfg.Faults.MaxModelLen, "fault-max-model-len", 0, "operator fault: enforce this context limit while advertising --max-model-len")
@@ -75,15 +85,19 @@ clock. Tokens stream at the pace of the model's steps.`,
 }
 
 // serve runs srv on ln until ctx ends, then shuts down gracefully.
-func serve(ctx context.Context, cmd *cobra.Command, ln net.Listener, srv *engine.Server) error {
+func serve(ctx context.Context, cmd *cobra.Command, ln net.Listener, srv *engine.Server, o httplimit.Options) error {
 	// The engine's clock outlives the signal: requests in flight get the
 	// shutdown grace to finish, then the clock stops.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
 	done := make(chan struct{})
 	go func() { srv.Run(runCtx); close(done) }()
-	fmt.Fprintf(cmd.OutOrStdout(), "stargate engine serving on http://%s\n", ln.Addr())
-	err := serveHandler(ctx, ln, srv.Handler())
+	scheme := "http"
+	if o.TLS != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "stargate engine serving on %s://%s\n", scheme, ln.Addr())
+	err := serveHandler(ctx, ln, srv.Handler(), o)
 	stopRun()
 	<-done
 	return err

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -29,6 +28,7 @@ import (
 	"github.com/stargate-llm/stargate/serve/gateway"
 	"github.com/stargate-llm/stargate/serve/rawio"
 	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/tlsconf"
 	"github.com/stargate-llm/stargate/study"
 	"github.com/stargate-llm/stargate/workload"
 	"github.com/stargate-llm/stargate/xds"
@@ -79,27 +79,6 @@ func loadAPIKeys(path string, keys **auth.APIKeys) error {
 // included: TCP with raw reads and writes (package rawio).
 var dialBackends = rawio.Dialer(&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 15 * time.Second})
 
-// serveHandler serves h on ln until ctx ends, then shuts down with a grace
-// period for the requests in flight. Its TCP connections read and write
-// with raw system calls (package rawio).
-func serveHandler(ctx context.Context, ln net.Listener, h http.Handler) error {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(rawio.Listener{Listener: ln}) }()
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = hs.Shutdown(shutdown)
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return failure{err}
-	}
-	return nil
-}
-
 func logger(w io.Writer, verbose bool) *slog.Logger {
 	level := slog.LevelInfo
 	if verbose {
@@ -112,6 +91,7 @@ func newGatewayCmd() *cobra.Command {
 	cfg := gateway.DefaultConfig()
 	var listen, keyFile, apiKeys, pprofAddr string
 	var verbose bool
+	var sec secureFlags
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Front one backend: admission, worker slots, quarantine, stats to routers",
@@ -134,17 +114,25 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 			if cmd.Flags().Changed("max-inflight-per-worker") && !cmd.Flags().Changed("learn-slots") {
 				cfg.LearnSlots = false // the operator's number wins
 			}
+			cfg.Logger = logger(cmd.ErrOrStderr(), verbose)
+			warnLegacyKey(cfg.Logger, cfg.Keys)
+			if cfg.Keys == nil && cfg.APIKeys == nil || cfg.OpenDataPlane {
+				cfg.Logger.Warn("the data plane is open: this gateway serves completions to anyone who reaches it; give --hmac-key-file and/or --api-keys")
+			}
+			// Routers and operators only, with --client-ca-file.
+			tlsCfg, err := sec.server(cfg.Logger, true, tlsconf.RoleRouter, tlsconf.RoleOperator)
+			if err != nil {
+				return err
+			}
+			if cfg.DialTLS, err = sec.dialer(nil, rolesFor(hostsOf(cfg.Routers), tlsconf.RoleRouter)); err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return usagef("--listen %q: %v", listen, err)
 			}
 			if cfg.Advertise == "" && len(cfg.Routers) > 0 {
-				cfg.Advertise = "http://" + ln.Addr().String()
-			}
-			cfg.Logger = logger(cmd.ErrOrStderr(), verbose)
-			warnLegacyKey(cfg.Logger, cfg.Keys)
-			if cfg.Keys == nil && cfg.APIKeys == nil || cfg.OpenDataPlane {
-				cfg.Logger.Warn("the data plane is open: this gateway serves completions to anyone who reaches it; give --hmac-key-file and/or --api-keys")
+				cfg.Advertise = sec.scheme() + "://" + ln.Addr().String()
 			}
 			srv, err := gateway.New(cfg)
 			if err != nil {
@@ -163,8 +151,8 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 				}
 				return failure{err}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "stargate gateway %s serving on http://%s\n", cfg.ID, ln.Addr())
-			err = serveHandler(ctx, ln, srv.Handler())
+			fmt.Fprintf(cmd.OutOrStdout(), "stargate gateway %s serving on %s://%s\n", cfg.ID, sec.scheme(), ln.Addr())
+			err = serveHandler(ctx, ln, srv.Handler(), sec.options("gateway", tlsCfg, cfg.Logger))
 			srv.Wait()
 			return err
 		},
@@ -177,6 +165,7 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 	f.BoolVar(&cfg.OpenDataPlane, "open-data-plane", false, "serve completions to anyone, even with keys (tests, a trusted network)")
 	f.BoolVar(&cfg.OpenInfo, "open-info", false, "serve /metrics without a key (scrapers on a private network)")
 	f.BoolVar(&cfg.ExposeBackend, "expose-backend", false, "name this gateway to clients in X-Stargate-Backend")
+	addSecureFlags(f, &sec, true)
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.BoolVar(&verbose, "verbose", false, "log debug messages")
 	return cmd
@@ -189,6 +178,7 @@ func newRouterCmd() *cobra.Command {
 	var listen, keyFile, apiKeys, pprofAddr, xdsListen, k8sService, k8sPort, kubeconfig, gatewayListen string
 	var backends []string
 	var verbose bool
+	var sec secureFlags
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Serve the OpenAI API and place each request on a backend",
@@ -234,12 +224,21 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 			if cmd.Flags().Changed("gateway-max-inflight-per-worker") && !cmd.Flags().Changed("gateway-learn-slots") {
 				gcfg.LearnSlots = false // the operator's number wins
 			}
-			local, err := newLocalGateway(&cfg, gcfg, gatewayListen)
+			// API clients and gateways alike: a client certificate is
+			// verified if sent, and PeerIdentity names it.
+			tlsCfg, err := sec.server(cfg.Logger, false)
+			if err != nil {
+				return err
+			}
+			local, err := newLocalGateway(&cfg, gcfg, gatewayListen, &sec)
 			if err != nil {
 				return err
 			}
 			if cfg.Dial == nil {
 				cfg.Dial = dialBackends
+			}
+			if err := routerDialTLS(&cfg, &sec, local); err != nil {
+				return err
 			}
 			srv, err := router.New(cfg, reg)
 			if err != nil {
@@ -250,7 +249,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 				return usagef("--listen %q: %v", listen, err)
 			}
 			if local != nil {
-				if err := local.open("http://"+ln.Addr().String(), srv.Registerer()); err != nil {
+				if err := local.open(sec.scheme()+"://"+ln.Addr().String(), srv.Registerer()); err != nil {
 					_ = ln.Close()
 					return err
 				}
@@ -312,8 +311,8 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 			if watcher != nil {
 				g.Go(func() error { return watcher.Run(gctx) })
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "http://%s\n", ln.Addr())
-			err = serveHandler(gctx, ln, srv.Handler())
+			fmt.Fprintf(cmd.OutOrStdout(), "%s://%s\n", sec.scheme(), ln.Addr())
+			err = serveHandler(gctx, ln, srv.Handler(), sec.options("router", tlsCfg, cfg.Logger))
 			srv.Close()
 			cancel()
 			if werr := g.Wait(); werr != nil && !errors.Is(werr, context.Canceled) && err == nil {
@@ -328,6 +327,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 	f.StringVar(&cfg.ID, "id", cfg.ID, "this replica's name, sent to gateways")
 	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "placement policy ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
 	f.StringVar(&keyFile, "hmac-key-file", "", "file of HMAC keys, one \"ROLE KEY-ID SECRET\" line each (docs/security.md): checks gateways' stats and operators' calls, signs requests to gateways")
+	addSecureFlags(f, &sec, true)
 	f.StringVar(&apiKeys, "api-keys", "", "file of client API keys, one per line (the key, or sha256:HEX of it)")
 	f.BoolVar(&cfg.OpenInfo, "open-info", false, "serve /metrics and /v1/stargate/backends without an API key (scrapers on a private network)")
 	f.BoolVar(&cfg.ExposeBackend, "expose-backend", false, "name the backend that answered in X-Stargate-Backend (experiments, debugging)")

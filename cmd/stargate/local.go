@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"github.com/stargate-llm/stargate/serve/gateway"
 	"github.com/stargate-llm/stargate/serve/memnet"
 	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/tlsconf"
 )
 
 // gatewayFlags registers the flags that describe a gateway's backend, its
@@ -70,6 +72,10 @@ type localGateway struct {
 	// spelled otherwise.
 	memLn net.Listener
 	tcpLn net.Listener // other routers' way in; nil without --gateway-listen
+	// sec are the router's TLS and limit flags, which the gateway's
+	// listener shares; tlsCfg its TLS (nil: plain HTTP).
+	sec    *secureFlags
+	tlsCfg *tls.Config
 }
 
 // newLocalGateway checks the --gateway-* flags and, with --gateway-engine,
@@ -77,7 +83,7 @@ type localGateway struct {
 // network, and the two share one key (a random one when the operator gave
 // none) and one logger. Without --gateway-engine it returns nil. It runs
 // before router.New.
-func newLocalGateway(rcfg *router.Config, gcfg gateway.Config, listen string) (*localGateway, error) {
+func newLocalGateway(rcfg *router.Config, gcfg gateway.Config, listen string, sec *secureFlags) (*localGateway, error) {
 	if len(gcfg.Engines) == 0 {
 		if listen != "" || len(gcfg.Routers) > 0 {
 			return nil, usagef("--gateway-listen and --gateway-router need --gateway-engine")
@@ -87,9 +93,9 @@ func newLocalGateway(rcfg *router.Config, gcfg gateway.Config, listen string) (*
 	if len(gcfg.Routers) > 0 && listen == "" {
 		return nil, usagef("--gateway-router needs --gateway-listen: other routers reach the gateway there")
 	}
-	lg := &localGateway{listen: listen, mem: memnet.New(), addr: localGatewayAddr, log: rcfg.Logger}
+	lg := &localGateway{listen: listen, mem: memnet.New(), addr: localGatewayAddr, log: rcfg.Logger, sec: sec}
 	if gcfg.Advertise != "" {
-		a, err := advertisedAddr(gcfg.Advertise)
+		a, err := advertisedAddr(gcfg.Advertise, sec.scheme())
 		if err != nil {
 			return nil, err
 		}
@@ -102,6 +108,15 @@ func newLocalGateway(rcfg *router.Config, gcfg gateway.Config, listen string) (*
 		lg.log = slog.New(slog.DiscardHandler)
 	}
 	gcfg.Key, gcfg.Keys, gcfg.Logger = rcfg.Key, rcfg.Keys, lg.log
+	// Other routers reach the gateway with the router's certificate: they
+	// must show theirs, of role router (or operator), with --client-ca-file.
+	var err error
+	if lg.tlsCfg, err = sec.server(lg.log, true, tlsconf.RoleRouter, tlsconf.RoleOperator); err != nil {
+		return nil, err
+	}
+	if gcfg.DialTLS, err = sec.dialer(nil, rolesFor(hostsOf(gcfg.Routers), tlsconf.RoleRouter)); err != nil {
+		return nil, err
+	}
 	lg.local = &router.Local{}
 	rcfg.Local, rcfg.Dial = lg.local, lg.mem.Dial(dialBackends)
 	lg.cfg = gcfg
@@ -123,7 +138,7 @@ func (lg *localGateway) open(routerURL string, reg prometheus.Registerer) error 
 		}
 	}
 	if lg.cfg.Advertise == "" {
-		lg.cfg.Advertise = "http://" + lg.addr
+		lg.cfg.Advertise = lg.sec.scheme() + "://" + lg.addr
 	}
 	// The router's own dials to the advertised address stay in memory.
 	ml, err := lg.mem.Listen(lg.addr)
@@ -166,9 +181,15 @@ func (lg *localGateway) run(ctx context.Context) error {
 	}
 	errc := make(chan error, 1)
 	if lg.tcpLn != nil {
-		go func() { errc <- serveHandler(ctx, lg.tcpLn, lg.srv.Handler()) }()
+		go func() {
+			errc <- serveHandler(ctx, lg.tcpLn, lg.srv.Handler(), lg.sec.options("in-process gateway", lg.tlsCfg, lg.log))
+		}()
 	}
-	err := serveHandler(ctx, lg.memLn, lg.srv.Handler())
+	// The in-memory listener never leaves the process: plain HTTP, even
+	// when the gateway's URL is https (routerDialTLS).
+	mem := lg.sec.options("in-process gateway (memory)", nil, lg.log)
+	mem.InMemory = true
+	err := serveHandler(ctx, lg.memLn, lg.srv.Handler(), mem)
 	if lg.tcpLn != nil {
 		if terr := <-errc; err == nil {
 			err = terr
@@ -191,15 +212,38 @@ func (lg *localGateway) close() {
 	}
 }
 
-// advertisedAddr is the host:port of an advertised gateway URL, which must
-// be plain HTTP: that is what the gateway serves.
-func advertisedAddr(advertise string) (string, error) {
+// advertisedAddr is the host:port of an advertised gateway URL, whose
+// scheme must be what the gateway serves (https with --tls-cert-file).
+func advertisedAddr(advertise, scheme string) (string, error) {
 	u, err := url.Parse(advertise)
-	if err != nil || u.Scheme != "http" || u.Host == "" || u.Path != "" && u.Path != "/" {
-		return "", usagef("--gateway-advertise %q: want http://HOST[:PORT]", advertise)
+	if err != nil || u.Scheme != scheme || u.Host == "" || u.Path != "" && u.Path != "/" {
+		return "", usagef("--gateway-advertise %q: want %s://HOST[:PORT]", advertise, scheme)
 	}
 	if u.Port() == "" {
-		return net.JoinHostPort(u.Hostname(), "80"), nil
+		return net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[scheme]), nil
 	}
 	return u.Host, nil
+}
+
+// routerDialTLS gives the router its verified TLS dialer for https
+// gateways (their certificates must name role gateway, or router for
+// another router's in-process gateway, with --client-ca-file). Its own
+// in-process gateway is reached in memory without TLS: nothing leaves the
+// process.
+func routerDialTLS(cfg *router.Config, sec *secureFlags, lg *localGateway) error {
+	d, err := sec.dialer(cfg.Dial, func(string) []tlsconf.Role { return []tlsconf.Role{tlsconf.RoleGateway, tlsconf.RoleRouter} })
+	if err != nil || d == nil {
+		return err
+	}
+	cfg.DialTLS = d
+	if lg != nil {
+		plain := cfg.Dial
+		cfg.DialTLS = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == lg.addr {
+				return plain(ctx, network, addr)
+			}
+			return d(ctx, network, addr)
+		}
+	}
+	return nil
 }

@@ -429,16 +429,18 @@ func TestSimTraceReplay(t *testing.T) {
 }
 
 func TestAdvertisedAddr(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"http://10.0.0.5:9001", "10.0.0.5:9001"},
-		{"http://gw.example", "gw.example:80"},
-		{"http://[::1]:9001/", "[::1]:9001"},
-		{"https://gw.example", ""},
-		{"gw.example:9001", ""},
-		{"http://gw.example/v1", ""},
+	tests := []struct{ in, scheme, want string }{
+		{"http://10.0.0.5:9001", "http", "10.0.0.5:9001"},
+		{"http://gw.example", "http", "gw.example:80"},
+		{"http://[::1]:9001/", "http", "[::1]:9001"},
+		{"https://gw.example", "http", ""},
+		{"https://gw.example", "https", "gw.example:443"},
+		{"http://gw.example:9001", "https", ""},
+		{"gw.example:9001", "http", ""},
+		{"http://gw.example/v1", "http", ""},
 	}
 	for _, tt := range tests {
-		got, err := advertisedAddr(tt.in)
+		got, err := advertisedAddr(tt.in, tt.scheme)
 		if tt.want == "" {
 			if err == nil {
 				t.Errorf("advertisedAddr(%q) = %q, want an error", tt.in, got)

@@ -119,7 +119,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	time.Sleep(warmup)
 
 	// Drain one backend with a signed operator call.
-	req, err := auth.NewSigner(f.Key, "operator").NewRequest(http.MethodPost, f.RouterURLs[0]+"/admin/backends/"+drained+"/drain", nil)
+	req, err := auth.NewSigner(f.Key, "operator").NewRequest("router/router-0", http.MethodPost, f.RouterURLs[0]+"/admin/backends/"+drained+"/drain", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -79,9 +78,18 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	chat := r.URL.Path == "/v1/chat/completions"
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	maxMessages := openai.DefaultMaxMessages // counted while reading
+	if _, ok := openai.ReadFrom(r.Context()); ok {
+		maxMessages = 0 // the router in this process counted them
+	}
+	body, err := openai.ReadBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), maxMessages)
 	if err != nil {
 		var tooBig *http.MaxBytesError
+		var tooMany *openai.TooManyMessagesError
+		if errors.As(err, &tooMany) {
+			s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, err.Error(), 0)
+			return
+		}
 		if errors.As(err, &tooBig) {
 			s.rejectNow(w, http.StatusRequestEntityTooLarge, ReasonBadRequest, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes), 0)
 			return

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -77,6 +78,9 @@ type Config struct {
 	Transport http.RoundTripper
 	// Engines not written for Stargate (vLLM, SGLang): see EngineOptions.
 	EngineOptions
+	// DialTLS, if set, opens the default transport's verified TLS
+	// connections to https routers and engines (package tlsconf's Dialer).
+	DialTLS func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // DefaultConfig returns a gateway with the core's defaults.
@@ -209,7 +213,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		tr = &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second,
+		tr = &http.Transport{DialTLSContext: cfg.DialTLS, MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second,
 			ForceAttemptHTTP2: false, DisableCompression: true}
 	}
 	s := &Server{cfg: cfg, start: time.Now(), log: cfg.Logger.With("gateway", cfg.ID), client: &http.Client{Transport: tr},

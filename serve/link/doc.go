@@ -13,9 +13,14 @@
 // Upgrade: stargate-link/2) on the gateway's own port, so nothing else needs
 // opening; a backend that answers anything but 101 (an engine, an older
 // gateway) is remembered as plain HTTP for a while and reached through the
-// fallback transport. Transport is the router's side (an http.RoundTripper);
-// Server is the gateway's (an http.Handler that serves each stream with the
-// gateway's own handler, so the request path is the same either way).
+// fallback transport. To an https gateway the link runs inside TLS: with
+// DialTLS set (the router's verifying dialer, package tlsconf) the upgrade is
+// asked for on a connection past a verified handshake, and the gateway's
+// side, an upgraded connection of its HTTPS listener, is TLS already;
+// without DialTLS, https goes through the fallback. Transport is the
+// router's side (an http.RoundTripper); Server is the gateway's (an
+// http.Handler that serves each stream with the gateway's own handler, so
+// the request path is the same either way).
 //
 // Frames are a 9-byte header (type, stream id, payload length, big-endian)
 // and a payload:

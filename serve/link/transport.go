@@ -33,8 +33,12 @@ type Transport struct {
 	Fallback http.RoundTripper
 	// Dial opens a link's connection; nil dials TCP. A router that runs a
 	// gateway in its own process dials it in memory (package memnet).
-	Dial   func(ctx context.Context, network, addr string) (net.Conn, error)
-	dialer net.Dialer
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// DialTLS, if set, opens the links of https hosts: a connection past a
+	// verified TLS handshake, on which the upgrade then runs. Without it
+	// https goes through Fallback.
+	DialTLS func(ctx context.Context, network, addr string) (net.Conn, error)
+	dialer  net.Dialer
 
 	mu     sync.Mutex
 	hosts  map[string]*hostLink
@@ -101,10 +105,11 @@ func (t *Transport) Links() int {
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme != "http" || req.Header.Get("Upgrade") != "" || req.ContentLength < 0 || req.ContentLength > maxLinkBody {
+	secure := req.URL.Scheme == "https" && t.DialTLS != nil
+	if req.URL.Scheme != "http" && !secure || req.Header.Get("Upgrade") != "" || req.ContentLength < 0 || req.ContentLength > maxLinkBody {
 		return t.Fallback.RoundTrip(req)
 	}
-	c, err := t.link(req.Context(), req.URL.Host)
+	c, err := t.link(req.Context(), req.URL.Host, secure)
 	if err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close()
@@ -139,16 +144,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // link returns host's open link, opening one if need be; nil (and no error)
 // means the host speaks plain HTTP only. A dial error is returned as is, so
 // that callers can tell a refused connection.
-func (t *Transport) link(ctx context.Context, host string) (*clientConn, error) {
+func (t *Transport) link(ctx context.Context, host string, secure bool) (*clientConn, error) {
+	key := host
+	if secure {
+		key = "tls:" + host
+	}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
 		return nil, nil
 	}
-	h := t.hosts[host]
+	h := t.hosts[key]
 	if h == nil {
 		h = &hostLink{}
-		t.hosts[host] = h
+		t.hosts[key] = h
 	}
 	t.mu.Unlock()
 	h.mu.Lock()
@@ -167,6 +176,9 @@ func (t *Transport) link(ctx context.Context, host string) (*clientConn, error) 
 	dial := t.Dial
 	if dial == nil {
 		dial = t.dialer.DialContext
+	}
+	if secure {
+		dial = t.DialTLS
 	}
 	nc, err := dial(dctx, "tcp", host)
 	if err != nil {

@@ -207,7 +207,7 @@ func TestConsolePageAndEvents(t *testing.T) {
 			t.Fatalf("update %+v", last)
 		}
 		if !drained {
-			sreq, _ := auth.NewSigner(key, "operator").NewRequest(http.MethodPost, url+"/admin/backends/a/drain", nil)
+			sreq, _ := auth.NewSigner(key, "operator").NewRequest("router/router-1", http.MethodPost, url+"/admin/backends/a/drain", nil)
 			sresp, err := http.DefaultClient.Do(sreq)
 			if err != nil {
 				t.Fatal(err)

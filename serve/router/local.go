@@ -36,8 +36,8 @@ type Local struct {
 // registers with, with its handler.
 func (l *Local) Open(gatewayURL string, h http.Handler) error {
 	u, err := url.Parse(gatewayURL)
-	if err != nil || u.Scheme != "http" || u.Host == "" {
-		return fmt.Errorf("router: in-process gateway URL %q: want http://HOST[:PORT]", gatewayURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("router: in-process gateway URL %q: want http[s]://HOST[:PORT]", gatewayURL)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

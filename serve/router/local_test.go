@@ -263,7 +263,7 @@ func TestLocalPathFaultGoesOverTheNetwork(t *testing.T) {
 }
 
 func TestLocalOpenRefusesBadURL(t *testing.T) {
-	for _, u := range []string{"", "gw:80", "https://gw", "http://"} {
+	for _, u := range []string{"", "gw:80", "ftp://gw", "http://"} {
 		if err := (&Local{}).Open(u, http.NotFoundHandler()); err == nil {
 			t.Errorf("Open(%q) accepted", u)
 		}

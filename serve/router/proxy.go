@@ -88,9 +88,14 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusUnauthorized, ReasonUnauthorized, "missing or unknown API key; send Authorization: Bearer KEY")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	body, err := openai.ReadBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), s.cfg.MaxMessages)
 	if err != nil {
 		var tooBig *http.MaxBytesError
+		var tooMany *openai.TooManyMessagesError
+		if errors.As(err, &tooMany) {
+			s.reject(w, http.StatusBadRequest, ReasonBadRequest, err.Error())
+			return
+		}
 		if errors.As(err, &tooBig) {
 			s.reject(w, http.StatusRequestEntityTooLarge, ReasonBadRequest, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
 			return

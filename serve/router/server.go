@@ -78,6 +78,11 @@ type Config struct {
 	// A router that runs a gateway in its own process reaches it in memory
 	// with a memnet dialer here.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// DialTLS opens verified TLS connections to https backends, links
+	// included (package tlsconf's Dialer, which checks the gateway's
+	// certificate); nil leaves https to net/http's defaults and sends it
+	// over plain HTTP/1.1 connections, never links.
+	DialTLS func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Network, if set, wraps everything sent to backends, links included:
 	// a live fleet's in-process network (package netsim) goes here, so that
 	// its delays apply whichever way a request travels.
@@ -227,12 +232,12 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		tr = &http.Transport{DialContext: cfg.Dial, MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
+		tr = &http.Transport{DialContext: cfg.Dial, DialTLSContext: cfg.DialTLS, MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
 	}
 	var links *link.Transport
 	if cfg.Link {
 		links = link.NewTransport(tr)
-		links.Dial = cfg.Dial
+		links.Dial, links.DialTLS = cfg.Dial, cfg.DialTLS
 		tr = links
 	}
 	if cfg.Network != nil {

@@ -1,0 +1,29 @@
+// Package httplimit bounds what a client can hold on a Stargate listener
+// (router, gateway, engine): connections, idle time, the time to send a
+// request's header and body, the time a response may wait for the client to
+// take it, and the large request bodies held at once.
+//
+// Serve builds the http.Server and the listener chain (connection limit,
+// raw socket I/O from package rawio, TLS from package tlsconf) and wraps the
+// handler so that:
+//
+//   - a request body must arrive within BodyReadTimeout of its header (a
+//     read deadline, cleared when the body ends, so a stream that outlives
+//     it is not cut);
+//   - every write to the client must complete within WriteTimeout: the
+//     deadline is renewed before each write and flush, so a long stream is
+//     never cut while the client reads, and a client that stops reading
+//     loses its request (and the gateway slot behind it) WriteTimeout after
+//     the socket's buffers filled;
+//   - a body larger than LargeBody (or of unknown length) needs one of
+//     MaxLargeBodies slots for as long as its request runs; without one the
+//     request is refused with 503 and Retry-After before any byte of it is
+//     read.
+//
+// The listener accepts at most MaxConns connections at once; further ones
+// wait in the kernel's accept queue (and time out there on the client's
+// side) until one closes. A connection taken over by an upgrade (the
+// router-gateway link) counts until it closes, with its deadlines cleared.
+//
+// Defaults, and why: DefaultLimits.
+package httplimit

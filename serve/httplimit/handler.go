@@ -1,0 +1,115 @@
+package httplimit
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Handler wraps h with the per-request limits of l: the body's read
+// deadline, the per-write deadline and the large bodies' slots.
+func Handler(h http.Handler, l Limits) http.Handler {
+	return &limited{next: h, lim: l, large: make(chan struct{}, max(l.MaxLargeBodies, 1))}
+}
+
+type limited struct {
+	next  http.Handler
+	lim   Limits
+	large chan struct{}
+}
+
+func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		if r.ContentLength < 0 || r.ContentLength > s.lim.LargeBody {
+			select {
+			case s.large <- struct{}{}:
+				defer func() { <-s.large }()
+			default:
+				w.Header().Set("Retry-After", "1")
+				w.Header().Set("Connection", "close")
+				http.Error(w, "too many large request bodies at once (over "+strconv.FormatInt(s.lim.LargeBody, 10)+" bytes or of unknown length); retry", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		if s.lim.BodyReadTimeout > 0 {
+			if err := rc.SetReadDeadline(time.Now().Add(s.lim.BodyReadTimeout)); err == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+	}
+	if s.lim.WriteTimeout > 0 {
+		pw := &perWrite{ResponseWriter: w, rc: rc, d: s.lim.WriteTimeout}
+		// The server writes what is buffered after the handler returns:
+		// that write gets its own deadline too.
+		defer pw.renew()
+		w = pw
+	}
+	s.next.ServeHTTP(w, r)
+}
+
+// deadlineBody clears the body's read deadline once the body has ended, so
+// that a response longer than BodyReadTimeout is not cut: net/http then
+// reads the connection in the background to notice the client leaving.
+type deadlineBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	ended bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !b.ended {
+		b.ended = true
+		if errors.Is(err, io.EOF) {
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+	}
+	return n, err
+}
+
+// perWrite renews the connection's write deadline before each write and
+// flush.
+type perWrite struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *perWrite) renew() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.d)) }
+
+func (w *perWrite) Write(p []byte) (int, error) {
+	w.renew()
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *perWrite) WriteHeader(code int) {
+	w.renew()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Flush implements http.Flusher (handlers assert it).
+func (w *perWrite) Flush() { _ = w.FlushError() }
+
+// FlushError is what http.ResponseController calls.
+func (w *perWrite) FlushError() error {
+	w.renew()
+	return w.rc.Flush()
+}
+
+// Hijack implements http.Hijacker: the connection is handed over with its
+// deadlines cleared (the link sets its own).
+func (w *perWrite) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, rw, err := w.rc.Hijack()
+	if err == nil {
+		_ = nc.SetDeadline(time.Time{})
+	}
+	return nc, rw, err
+}
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (w *perWrite) Unwrap() http.ResponseWriter { return w.ResponseWriter }
