@@ -88,16 +88,18 @@ func TestTelemetryFallbackLive(t *testing.T) {
 
 // TestCapabilityLearnedLive gives one engine a context limit lower than it
 // advertises: the first long request it refuses tries the other backend, and
-// no later long request goes there.
+// no later long request goes there. The limit, 5,000 tokens, is above the
+// floor (1/32 of the advertised 131,072) under which one refusal is not
+// evidence enough (gateway.LimitLearner).
 func TestCapabilityLearnedLive(t *testing.T) {
 	f := startSmall(t, "round-robin")
-	if err := f.Engines[1].SetFaults(engine.Faults{MaxModelLen: 2000}); err != nil {
+	if err := f.Engines[1].SetFaults(engine.Faults{MaxModelLen: 5000}); err != nil {
 		t.Fatal(err)
 	}
 	before := f.Engines[1].Counts().Rejected["status_400"]
 	for i := range 12 {
-		// 3,000 words: about 3,755 tokens, over 2,000.
-		code, backend := chat(t, f.RouterURLs[0], fmt.Sprintf("long-%d", i), 3000, 4)
+		// 4,500 words: about 5,630 tokens, over 5,000.
+		code, backend := chat(t, f.RouterURLs[0], fmt.Sprintf("long-%d", i), 4500, 4)
 		if code != http.StatusOK || backend != "local-0" {
 			t.Fatalf("long request %d: status %d from %q", i, code, backend)
 		}
@@ -105,8 +107,8 @@ func TestCapabilityLearnedLive(t *testing.T) {
 	if refused := f.Engines[1].Counts().Rejected["status_400"] - before; refused != 1 {
 		t.Errorf("local-1 refused %d long requests; round-robin sends it one, and the router learns from it", refused)
 	}
-	if b := backendByName(t, f.Routers[0], "local-1"); b.Status.LearnedLimit == 0 || b.Status.LearnedLimit > 2000 {
-		t.Errorf("learned limit %d, want <= 2000", b.Status.LearnedLimit)
+	if b := backendByName(t, f.Routers[0], "local-1"); b.Status.LearnedLimit == 0 || b.Status.LearnedLimit > 5000 {
+		t.Errorf("learned limit %d, want <= 5000", b.Status.LearnedLimit)
 	}
 	// Short requests still use both.
 	seen := map[string]bool{}

@@ -47,7 +47,7 @@ func startPushingGateway(t *testing.T, id, engineURL, routerURL string) *Server 
 // none waits on the dead one.
 func TestRouterAvoidsADeadEngine(t *testing.T) {
 	cfg := router.DefaultConfig()
-	cfg.Policy, cfg.Key = "round-robin", testKey
+	cfg.Policy, cfg.Key, cfg.ExposeBackend = "round-robin", testKey, true
 	r, err := router.New(cfg, policy.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
