@@ -74,7 +74,7 @@ func TestAdminAgainstLiveFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 		addr := ln.Addr().String()
-		ln.Close()
+		_ = ln.Close()
 		return "http://" + addr
 	}()
 
