@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stargate-llm/stargate/policy"
 	rcore "github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/wire"
@@ -247,5 +249,52 @@ func sseReader(r io.Reader) func() (name, data string) {
 			}
 		}
 		return "", ""
+	}
+}
+
+// TestConsoleEventsFromStats feeds a router a gateway's signed stats: its
+// registration, a quarantine, a release and a restart become events, in
+// order, and the ring is what the console sends.
+func TestConsoleEventsFromStats(t *testing.T) {
+	key := auth.RandomKey("gw")
+	cfg := DefaultConfig()
+	cfg.Key, cfg.Console = key, true
+	r, err := New(cfg, policy.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r.Handler())
+	defer srv.Close()
+	send := func(sg *auth.Signer, seq uint64, quarantined int) {
+		t.Helper()
+		body, _ := json.Marshal(wire.Stats{Backend: "gw-a", URL: "http://127.0.0.1:1", Seq: seq, Workers: 2, Quarantined: quarantined, Capacity: 10})
+		req, err := sg.NewRequest(http.MethodPost, srv.URL+wire.PathStats, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("stats %d: %d", seq, resp.StatusCode)
+		}
+	}
+	first := auth.NewSigner(key, "gw-a")
+	send(first, 1, 0)
+	send(first, 2, 1)
+	send(first, 3, 1) // no change, no event
+	send(first, 4, 0)
+	send(auth.NewSigner(key, "gw-a"), 1, 0) // a new boot
+	var kinds []string
+	for _, e := range r.Events(100) {
+		if e.Backend != "gw-a" {
+			t.Errorf("event of %q", e.Backend)
+		}
+		kinds = append(kinds, e.Kind)
+	}
+	if want := []string{EventRegistered, EventQuarantine, EventRelease, EventRestarted}; !slices.Equal(kinds, want) {
+		t.Errorf("events %q, want %q", kinds, want)
 	}
 }
