@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/stargate-llm/stargate/policy"
 	rcore "github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/wire"
@@ -252,49 +250,32 @@ func sseReader(r io.Reader) func() (name, data string) {
 	}
 }
 
-// TestConsoleEventsFromStats feeds a router a gateway's signed stats: its
-// registration, a quarantine, a release and a restart become events, in
-// order, and the ring is what the console sends.
+// TestConsoleEventsFromStats feeds the console a gateway's stats as the
+// stats handler does: its registration, a quarantine, a release, a restart
+// and a new advertised limit become events, in order; stats that change
+// nothing make none.
 func TestConsoleEventsFromStats(t *testing.T) {
-	key := auth.RandomKey("gw")
-	cfg := DefaultConfig()
-	cfg.Key, cfg.Console = key, true
-	r, err := New(cfg, policy.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
+	r := &Server{con: newConsole()}
+	b := &backend{name: "gw-a"}
+	feed := func(m wire.Stats, registered, restarted bool) {
+		m.Backend, m.Workers = "gw-a", 2
+		r.noteStats(b, &m, registered, restarted)
+		b.last = m
 	}
-	srv := httptest.NewServer(r.Handler())
-	defer srv.Close()
-	send := func(sg *auth.Signer, seq uint64, quarantined int) {
-		t.Helper()
-		body, _ := json.Marshal(wire.Stats{Backend: "gw-a", URL: "http://127.0.0.1:1", Seq: seq, Workers: 2, Quarantined: quarantined, Capacity: 10})
-		req, err := sg.NewRequest(http.MethodPost, srv.URL+wire.PathStats, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("stats %d: %d", seq, resp.StatusCode)
-		}
-	}
-	first := auth.NewSigner(key, "gw-a")
-	send(first, 1, 0)
-	send(first, 2, 1)
-	send(first, 3, 1) // no change, no event
-	send(first, 4, 0)
-	send(auth.NewSigner(key, "gw-a"), 1, 0) // a new boot
+	feed(wire.Stats{MaxModelLen: 4096}, true, false)
+	feed(wire.Stats{MaxModelLen: 4096, Quarantined: 1}, false, false)
+	feed(wire.Stats{MaxModelLen: 4096, Quarantined: 1}, false, false) // no change, no event
+	feed(wire.Stats{MaxModelLen: 4096}, false, false)
+	feed(wire.Stats{MaxModelLen: 4096}, false, true)
+	feed(wire.Stats{MaxModelLen: 2048}, false, false)
 	var kinds []string
 	for _, e := range r.Events(100) {
-		if e.Backend != "gw-a" {
-			t.Errorf("event of %q", e.Backend)
+		if e.Backend != "gw-a" || e.Text == "" {
+			t.Errorf("event %+v", e)
 		}
 		kinds = append(kinds, e.Kind)
 	}
-	if want := []string{EventRegistered, EventQuarantine, EventRelease, EventRestarted}; !slices.Equal(kinds, want) {
+	if want := []string{EventRegistered, EventQuarantine, EventRelease, EventRestarted, EventAdvertised}; !slices.Equal(kinds, want) {
 		t.Errorf("events %q, want %q", kinds, want)
 	}
 }
