@@ -95,7 +95,7 @@ one line on stderr and a non-zero exit status.`,
 			}
 			var v router.AdminBackends
 			if err := json.Unmarshal(body, &v); err != nil {
-				return failure{fmt.Errorf("router at %s answered no backends list: %v", base, err)}
+				return failure{fmt.Errorf("router at %s answered no backends list: %w", base, err)}
 			}
 			return backendsTable(c.OutOrStdout(), &v)
 		},
@@ -263,12 +263,12 @@ func (t *adminTarget) call(ctx context.Context, key auth.Key, method, target str
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, failure{fmt.Errorf("cannot reach the %s at %s: %v", service, target, err)}
+		return nil, failure{fmt.Errorf("cannot reach the %s at %s: %w", service, target, err)}
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return nil, failure{fmt.Errorf("reading the %s's answer: %v", service, err)}
+		return nil, failure{fmt.Errorf("reading the %s's answer: %w", service, err)}
 	}
 	if resp.StatusCode/100 != 2 {
 		msg := errorText(out)

@@ -249,3 +249,33 @@ func sseReader(r io.Reader) func() (name, data string) {
 		return "", ""
 	}
 }
+
+// TestConsoleEventsFromStats feeds the console a gateway's stats as the
+// stats handler does: its registration, a quarantine, a release, a restart
+// and a new advertised limit become events, in order; stats that change
+// nothing make none.
+func TestConsoleEventsFromStats(t *testing.T) {
+	r := &Server{con: newConsole()}
+	b := &backend{name: "gw-a"}
+	feed := func(m wire.Stats, registered, restarted bool) {
+		m.Backend, m.Workers = "gw-a", 2
+		r.noteStats(b, &m, registered, restarted)
+		b.last = m
+	}
+	feed(wire.Stats{MaxModelLen: 4096}, true, false)
+	feed(wire.Stats{MaxModelLen: 4096, Quarantined: 1}, false, false)
+	feed(wire.Stats{MaxModelLen: 4096, Quarantined: 1}, false, false) // no change, no event
+	feed(wire.Stats{MaxModelLen: 4096}, false, false)
+	feed(wire.Stats{MaxModelLen: 4096}, false, true)
+	feed(wire.Stats{MaxModelLen: 2048}, false, false)
+	var kinds []string
+	for _, e := range r.Events(100) {
+		if e.Backend != "gw-a" || e.Text == "" {
+			t.Errorf("event %+v", e)
+		}
+		kinds = append(kinds, e.Kind)
+	}
+	if want := []string{EventRegistered, EventQuarantine, EventRelease, EventRestarted, EventAdvertised}; !slices.Equal(kinds, want) {
+		t.Errorf("events %q, want %q", kinds, want)
+	}
+}
