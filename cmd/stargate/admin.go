@@ -65,9 +65,9 @@ HMAC key the services share (--key-file, the file given to their
 Output is a table, or the services' JSON with --format json. An error is
 one line on stderr and a non-zero exit status.`,
 		Example: `  stargate admin --router http://127.0.0.1:8080 backends
-  stargate admin --router http://127.0.0.1:8080 --key-file key.txt drain gw-a
-  stargate admin --gateway http://127.0.0.1:9001 --key-file key.txt release 0
-  stargate admin --engine http://127.0.0.1:8001 --key-file key.txt faults --error-rate 0.2`,
+  stargate admin --router http://127.0.0.1:8080 --key-file key.txt --id router-1 drain gw-a
+  stargate admin --gateway http://127.0.0.1:9001 --key-file key.txt --id gw-a release 0
+  stargate admin --engine http://127.0.0.1:8001 --key-file key.txt --id engine faults --error-rate 0.2`,
 		Args: cobra.NoArgs,
 	}
 	pf := cmd.PersistentFlags()

@@ -97,14 +97,14 @@ func TestAdminAgainstLiveFleet(t *testing.T) {
 		}
 	})
 	t.Run("drain and undrain", func(t *testing.T) {
-		code, out, errOut := runCLI(t, "admin", "--router", rt, "--key-file", keyFile, "drain", "local-0")
+		code, out, errOut := runCLI(t, "admin", "--router", rt, "--key-file", keyFile, "--id", "router-0", "drain", "local-0")
 		if code != 0 || !strings.Contains(out, "local-0: drained") {
 			t.Fatalf("drain: exit %d: %s %s", code, out, errOut)
 		}
 		if st := f.Routers[0].States()["local-0"]; st != "draining" && st != "terminated" {
 			t.Errorf("after drain the router says %s", st)
 		}
-		code, out, errOut = runCLI(t, "admin", "--router", rt, "--key-file", keyFile, "--format", "json", "undrain", "local-0")
+		code, out, errOut = runCLI(t, "admin", "--router", rt, "--key-file", keyFile, "--id", "router-0", "--format", "json", "undrain", "local-0")
 		if code != 0 || !strings.Contains(out, `"draining": false`) {
 			t.Fatalf("undrain: exit %d: %s %s", code, out, errOut)
 		}
@@ -113,11 +113,11 @@ func TestAdminAgainstLiveFleet(t *testing.T) {
 	t.Run("release a quarantined worker", func(t *testing.T) {
 		// With local-1 drained the router sends the stream to local-0 (a
 		// gateway takes completions from routers, not from anyone).
-		if code, _, errOut := runCLI(t, "admin", "--router", rt, "--key-file", keyFile, "drain", "local-1"); code != 0 {
+		if code, _, errOut := runCLI(t, "admin", "--router", rt, "--key-file", keyFile, "--id", "router-0", "drain", "local-1"); code != 0 {
 			t.Fatalf("drain local-1: %s", errOut)
 		}
 		stream := streamAt(t, rt)
-		if code, _, errOut := runCLI(t, "admin", "--router", rt, "--key-file", keyFile, "undrain", "local-1"); code != 0 {
+		if code, _, errOut := runCLI(t, "admin", "--router", rt, "--key-file", keyFile, "--id", "router-0", "undrain", "local-1"); code != 0 {
 			t.Fatalf("undrain local-1: %s", errOut)
 		}
 		if err := f.KillEngine(0); err != nil {
@@ -125,19 +125,19 @@ func TestAdminAgainstLiveFleet(t *testing.T) {
 		}
 		stream()
 		poll.Until(t, 10*time.Second, "the quarantine", func() bool { return len(f.Gateways[0].Quarantined()) == 1 })
-		code, out, errOut := runCLI(t, "admin", "--gateway", gw, "--key-file", keyFile, "release", "0")
+		code, out, errOut := runCLI(t, "admin", "--gateway", gw, "--key-file", keyFile, "--id", "local-0", "release", "0")
 		if code != 0 || !strings.Contains(out, "worker 0 released") || len(f.Gateways[0].Quarantined()) != 0 {
 			t.Fatalf("release: exit %d: %s %s; quarantined %v", code, out, errOut, f.Gateways[0].Quarantined())
 		}
-		code, _, errOut = runCLI(t, "admin", "--gateway", gw, "--key-file", keyFile, "release", "0")
+		code, _, errOut = runCLI(t, "admin", "--gateway", gw, "--key-file", keyFile, "--id", "local-0", "release", "0")
 		oneLine(t, code, 1, errOut, "not quarantined")
 	})
 	t.Run("faults", func(t *testing.T) {
-		code, out, errOut := runCLI(t, "admin", "--engine", eng, "--key-file", keyFile, "faults", "--error-rate", "0.5", "--exporter-dead")
+		code, out, errOut := runCLI(t, "admin", "--engine", eng, "--key-file", keyFile, "--id", "local-1", "faults", "--error-rate", "0.5", "--exporter-dead")
 		if code != 0 || !strings.Contains(out, `"error_rate":0.5`) {
 			t.Fatalf("faults: exit %d: %s %s", code, out, errOut)
 		}
-		code, out, errOut = runCLI(t, "admin", "--engine", eng, "--key-file", keyFile, "faults", "--clear")
+		code, out, errOut = runCLI(t, "admin", "--engine", eng, "--key-file", keyFile, "--id", "local-1", "faults", "--clear")
 		if code != 0 || !strings.Contains(out, `"error_rate":0`) {
 			t.Fatalf("clear: exit %d: %s %s", code, out, errOut)
 		}
@@ -149,20 +149,20 @@ func TestAdminAgainstLiveFleet(t *testing.T) {
 		code int
 		want string
 	}{
-		{"unknown backend", []string{"--router", rt, "--key-file", keyFile, "drain", "nope"}, 1, `no backend "nope"`},
-		{"unknown worker", []string{"--gateway", gw, "--key-file", keyFile, "release", "7"}, 1, `no worker "7"`},
-		{"worker not a number", []string{"--gateway", gw, "--key-file", keyFile, "release", "first"}, 2, `worker "first"`},
-		{"wrong key", []string{"--router", rt, "--key-file", wrongKey, "drain", "local-1"}, 1, "401 Unauthorized"},
-		{"wrong key at the engine", []string{"--engine", eng, "--key-file", wrongKey, "faults", "--hang"}, 1, "signature does not match"},
+		{"unknown backend", []string{"--router", rt, "--key-file", keyFile, "--id", "router-0", "drain", "nope"}, 1, `no backend "nope"`},
+		{"unknown worker", []string{"--gateway", gw, "--key-file", keyFile, "--id", "local-0", "release", "7"}, 1, `no worker "7"`},
+		{"worker not a number", []string{"--gateway", gw, "--key-file", keyFile, "--id", "local-0", "release", "first"}, 2, `worker "first"`},
+		{"wrong key", []string{"--router", rt, "--key-file", wrongKey, "--id", "router-0", "drain", "local-1"}, 1, "401 Unauthorized"},
+		{"wrong key at the engine", []string{"--engine", eng, "--key-file", wrongKey, "--id", "local-1", "faults", "--hang"}, 1, "signature does not match"},
 		{"no key", []string{"--router", rt, "drain", "local-1"}, 2, "give --key-file"},
 		{"missing key file", []string{"--router", rt, "--key-file", filepath.Join(t.TempDir(), "none"), "drain", "local-1"}, 2, "reading key file"},
 		{"unreachable router", []string{"--router", closed, "backends"}, 1, "cannot reach the router at " + closed},
 		{"no router", []string{"backends"}, 2, "give --router URL"},
 		{"not a URL", []string{"--router", "127.0.0.1:8080", "backends"}, 2, "want an http(s) URL"},
-		{"no backend named", []string{"--router", rt, "--key-file", keyFile, "drain"}, 2, "the backend's name"},
+		{"no backend named", []string{"--router", rt, "--key-file", keyFile, "--id", "router-0", "drain"}, 2, "the backend's name"},
 		{"bad format", []string{"--router", rt, "--format", "yaml", "backends"}, 2, `--format "yaml"`},
-		{"no fault given", []string{"--engine", eng, "--key-file", keyFile, "faults"}, 2, "--clear"},
-		{"fault out of range", []string{"--engine", eng, "--key-file", keyFile, "faults", "--error-rate", "2"}, 2, "error_rate must be in [0, 1]"},
+		{"no fault given", []string{"--engine", eng, "--key-file", keyFile, "--id", "local-1", "faults"}, 2, "--clear"},
+		{"fault out of range", []string{"--engine", eng, "--key-file", keyFile, "--id", "local-1", "faults", "--error-rate", "2"}, 2, "error_rate must be in [0, 1]"},
 		{"gateway is no router", []string{"--router", gw, "backends"}, 1, "404"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -142,7 +142,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 
 	for i, b := range cfg.Backends {
 		ec := engine.DefaultConfig()
-		ec.GPUs, ec.Profile, ec.Model, ec.Seed, ec.Key = b.Workers, b.Profile, engine.DefaultModel, opts.Seed, key
+		ec.ID, ec.GPUs, ec.Profile, ec.Model, ec.Seed, ec.Key = b.Name, b.Workers, b.Profile, engine.DefaultModel, opts.Seed, key
 		ec.MaxModelLen = min(b.Profile.KVTokens, MaxModelLen)
 		es, err := engine.New(ec)
 		if err != nil {

@@ -197,7 +197,7 @@ func (s *Server) releaseCommand(w int) string {
 	if key == "" {
 		key = "KEY_FILE"
 	}
-	return fmt.Sprintf("stargate admin release %d --gateway %s --key-file %s", w, url, key)
+	return fmt.Sprintf("stargate admin release %d --gateway %s --key-file %s --id %s", w, url, key, s.cfg.ID)
 }
 
 // noFence notes that worker w's engine answered the fence 404 (vLLM,
