@@ -170,6 +170,9 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 	gatewayFlags(f, &cfg, "", "")
 	f.StringVar(&keyFile, "hmac-key-file", "", "file of HMAC keys, one \"ROLE KEY-ID SECRET\" line each (docs/security.md): signs stats and fences, checks routers' requests and operators' calls")
 	f.StringVar(&apiKeys, "api-keys", "", "file of client API keys allowed to call this gateway directly (the xDS/Envoy path), one per line (the key, or sha256:HEX of it)")
+	f.BoolVar(&cfg.OpenDataPlane, "open-data-plane", false, "serve completions to anyone, even with keys (tests, a trusted network)")
+	f.BoolVar(&cfg.OpenInfo, "open-info", false, "serve /metrics without a key (scrapers on a private network)")
+	f.BoolVar(&cfg.ExposeBackend, "expose-backend", false, "name this gateway to clients in X-Stargate-Backend")
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.BoolVar(&verbose, "verbose", false, "log debug messages")
 	return cmd
