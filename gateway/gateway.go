@@ -356,6 +356,14 @@ func (g *Gateway) LearnLimit(now time.Duration, ev LimitEvidence, needed int) bo
 	return true
 }
 
+// Advertise sets the engine's advertised max_model_len before any
+// telemetry report carries it (the floor of LimitLearner's rule).
+func (g *Gateway) Advertise(maxModelLen int) {
+	if g.advertised == 0 {
+		g.advertised = maxModelLen
+	}
+}
+
 // Learned is the context limit the engine's refusals proved, at now (0:
 // none, or it lapsed).
 func (g *Gateway) Learned(now time.Duration) int { return g.learned.Limit(now) }

@@ -39,6 +39,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 			if err := loadKeys(fenceKey, auth.RoleGateway, &cfg.Keys, &cfg.Key); err != nil {
 				return err
 			}
+			cfg.Logger = logger(cmd.ErrOrStderr(), false)
 			srv, err := engine.New(cfg)
 			if err != nil {
 				return usageError{err}

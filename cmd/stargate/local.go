@@ -30,6 +30,11 @@ func gatewayFlags(f *pflag.FlagSet, cfg *gateway.Config, prefix, what string) {
 	f.StringVar(&cfg.ID, prefix+"id", cfg.ID, what+"backend name routers know this gateway by")
 	f.StringVar(&cfg.Region, prefix+"region", "", what+"region of this backend")
 	f.StringVar(&cfg.Advertise, prefix+"advertise", "", what+"URL routers use to reach this gateway (default http://LISTEN)")
+	if prefix != "" { // stargate gateway defines these itself
+		f.BoolVar(&cfg.OpenDataPlane, prefix+"open-data-plane", false, what+"serve completions to anyone, even with keys (tests, a trusted network)")
+		f.BoolVar(&cfg.OpenInfo, prefix+"open-info", false, what+"serve /metrics without a key (scrapers on a private network)")
+		f.BoolVar(&cfg.ExposeBackend, prefix+"expose-backend", false, what+"name this gateway to clients in X-Stargate-Backend")
+	}
 	f.IntVar(&cfg.Slots.MaxInflightPerWorker, prefix+"max-inflight-per-worker", cfg.Slots.MaxInflightPerWorker, what+"submissions one worker may hold at once")
 	f.IntVar(&cfg.Slots.MaxWaitingRequests, prefix+"max-waiting-requests", cfg.Slots.MaxWaitingRequests, what+"submissions that may wait for a worker permit")
 	f.DurationVar(&cfg.UpstreamIdleTimeout, prefix+"upstream-idle-timeout", cfg.UpstreamIdleTimeout, what+"longest wait for the engine's next byte; longer quarantines the worker")

@@ -251,7 +251,7 @@ func TestRouterRunsItsGateway(t *testing.T) {
 	other := startProcess(t, "router", "--listen", "127.0.0.1:0", "--expose-backend", "--hmac-key-file", keyFile)
 	gwAddr := freeAddr(t)
 	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--expose-backend", "--hmac-key-file", keyFile,
-		"--gateway-engine", eng.url, "--gateway-id", "box", "--gateway-listen", gwAddr, "--gateway-router", other.url)
+		"--gateway-engine", eng.url, "--gateway-id", "box", "--gateway-listen", gwAddr, "--gateway-router", other.url, "--gateway-open-info")
 	for _, r := range []*process{rt, other} {
 		poll.Until(t, 10*time.Second, "the gateway registered at "+r.url, func() bool { return countState(t, r.url, "ready") == 1 })
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/config"
+	gwcore "github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/internal/poll"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/auth"
@@ -86,29 +87,30 @@ func TestTelemetryFallbackLive(t *testing.T) {
 	}
 }
 
-// TestCapabilityLearnedLive gives one engine a context limit lower than it
-// advertises: the first long request it refuses tries the other backend, and
-// no later long request goes there. The limit, 5,000 tokens, is above the
-// floor (1/32 of the advertised 131,072) under which one refusal is not
-// evidence enough (gateway.LimitLearner).
+// TestCapabilityLearnedLive gives one engine a context limit far lower than
+// it advertises (2,000 of 131,072 tokens): each long request it refuses
+// tries the other backend; after three refusals of requests of different
+// sizes (the evidence a limit under the floor needs) no later long request
+// goes there.
 func TestCapabilityLearnedLive(t *testing.T) {
 	f := startSmall(t, "round-robin")
-	if err := f.Engines[1].SetFaults(engine.Faults{MaxModelLen: 5000}); err != nil {
+	if err := f.Engines[1].SetFaults(engine.Faults{MaxModelLen: 2000}); err != nil {
 		t.Fatal(err)
 	}
 	before := f.Engines[1].Counts().Rejected["status_400"]
 	for i := range 12 {
-		// 4,500 words: about 5,630 tokens, over 5,000.
-		code, backend := chat(t, f.RouterURLs[0], fmt.Sprintf("long-%d", i), 4500, 4)
+		// 3,000 words and more: about 3,755 tokens, over 2,000; each of
+		// its own size, so that each refusal is independent evidence.
+		code, backend := chat(t, f.RouterURLs[0], fmt.Sprintf("long-%d", i), 3000+100*i, 4)
 		if code != http.StatusOK || backend != "local-0" {
 			t.Fatalf("long request %d: status %d from %q", i, code, backend)
 		}
 	}
-	if refused := f.Engines[1].Counts().Rejected["status_400"] - before; refused != 1 {
-		t.Errorf("local-1 refused %d long requests; round-robin sends it one, and the router learns from it", refused)
+	if refused, want := f.Engines[1].Counts().Rejected["status_400"]-before, uint64(gwcore.DefaultLimitConfig().Confirmations); refused != want {
+		t.Errorf("local-1 refused %d long requests; round-robin sends it %d, and the router learns from them", refused, want)
 	}
-	if b := backendByName(t, f.Routers[0], "local-1"); b.Status.LearnedLimit == 0 || b.Status.LearnedLimit > 5000 {
-		t.Errorf("learned limit %d, want <= 5000", b.Status.LearnedLimit)
+	if b := backendByName(t, f.Routers[0], "local-1"); b.Status.LearnedLimit == 0 || b.Status.LearnedLimit > 2000 {
+		t.Errorf("learned limit %d, want <= 2000", b.Status.LearnedLimit)
 	}
 	// Short requests still use both.
 	seen := map[string]bool{}
@@ -267,11 +269,14 @@ func TestLearnedLimitReachesEveryRouter(t *testing.T) {
 	if err := f.Engines[1].SetFaults(engine.Faults{MaxModelLen: 2000}); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; f.Engines[1].Counts().Rejected["status_400"] == 0; i++ {
-		if i == 10 {
-			t.Fatal("router 0 never sent a long request to local-1")
+	// A limit this far under the advertised one needs three refusals of
+	// requests of different sizes.
+	confirm := uint64(gwcore.DefaultLimitConfig().Confirmations)
+	for i := 0; f.Engines[1].Counts().Rejected["status_400"] < confirm; i++ {
+		if i == 20 {
+			t.Fatal("router 0 never sent enough long requests to local-1")
 		}
-		chat(t, f.RouterURLs[0], fmt.Sprintf("long-%d", i), 3000, 4)
+		chat(t, f.RouterURLs[0], fmt.Sprintf("long-%d", i), 3000+100*i, 4)
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for {

@@ -253,6 +253,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway %s: %w", s.cfg.ID, err)
 	}
+	g.Advertise(maxLen)
 	var key []byte
 	if ring := s.cfg.keyring(); ring != nil {
 		k, _ := ring.Signing(auth.RoleGateway)

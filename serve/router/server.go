@@ -113,7 +113,7 @@ func DefaultConfig() Config {
 func (c Config) Validate(reg *policy.Registry) error {
 	var errs []error
 	if !wire.ValidID(c.ID) {
-		errs = append(errs, fmt.Errorf("id %q must be 1-%d letters, digits and .-_:", c.ID, wire.MaxIDLen))
+		errs = append(errs, fmt.Errorf("id %q must be 1-%d of letters, digits and the marks . - _ : (nothing else)", c.ID, wire.MaxIDLen))
 	}
 	if !reg.Has(c.Policy) {
 		errs = append(errs, fmt.Errorf("unknown policy %q (known: %s)", c.Policy, strings.Join(reg.Names(), ", ")))
@@ -753,7 +753,7 @@ const (
 // boundStats checks that what a router keeps of a stats message is bounded.
 func boundStats(m *wire.Stats) error {
 	if !wire.ValidID(m.Backend) {
-		return fmt.Errorf("stats backend id %.64q must be 1-%d letters, digits and .-_:", m.Backend, wire.MaxIDLen)
+		return fmt.Errorf("stats backend id %.64q must be 1-%d of letters, digits and the marks . - _ : (nothing else)", m.Backend, wire.MaxIDLen)
 	}
 	if len(m.URL) > maxStatsURL || len(m.Region) > maxStatsRegion || len(m.Models) > maxStatsModels {
 		return fmt.Errorf("stats of %q: URL, region or model list too long (limits %d, %d bytes, %d models)", m.Backend, maxStatsURL, maxStatsRegion, maxStatsModels)

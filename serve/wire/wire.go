@@ -171,9 +171,18 @@ func ValidID(id string) bool {
 		return false
 	}
 	for _, c := range []byte(id) {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_' || c == ':') {
+		if !idByte(c) {
 			return false
 		}
 	}
 	return true
+}
+
+// idByte reports whether c may appear in an id.
+func idByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return c == '.' || c == '-' || c == '_' || c == ':'
 }
