@@ -67,5 +67,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		return usageError{fmt.Errorf("%w (see --help)", err)}
 	})
 	root.AddCommand(newSimCmd(), newStudyCmd(), newEngineCmd(), newGatewayCmd(), newRouterCmd(), newFleetCmd(), newDriveCmd(), newPlanCmd())
+	setVersion(root)
+	finishCommands(root)
 	return root
 }

@@ -63,7 +63,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"window too long", []string{"sim", "--measure", "48h"}, "together at most 24h"},
 		{"study without a name", []string{"study"}, "name a study"},
 		{"unknown class", []string{"sim", "--class", "chat"}, `unknown class "chat"`},
-		{"slo matrix: unknown policy", []string{"study", "slo-matrix", "--policies", "fastest"}, `unknown policy "fastest"`},
+		{"slo matrix: unknown policy", []string{"study", "slo-matrix", "--policy", "fastest"}, `unknown policy "fastest"`},
 		{"slo matrix: unknown class", []string{"study", "slo-matrix", "--classes", "chat"}, `unknown class "chat"`},
 		{"slo matrix: bad tier", []string{"study", "slo-matrix", "--tiers", "4"}, `--tiers: SLO tier "4"`},
 		{"slo matrix: no replicates", []string{"study", "slo-matrix", "--replicates", "0"}, "--replicates 0"},
@@ -219,7 +219,7 @@ func TestStudySLOMatrixQuick(t *testing.T) {
 	}
 	dir := t.TempDir()
 	code, stdout, stderr := runCLI(t, "study", "slo-matrix", "--quick", "--tiers", "2", "--steps", "4",
-		"--policies", "round-robin,least-request", "--out", dir)
+		"--policy", "round-robin,least-request", "--out", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -348,7 +348,7 @@ func TestEngineServesAndStops(t *testing.T) {
 
 func TestPlanCommands(t *testing.T) {
 	cdf := filepath.Join("..", "..", "examples", "plan", "chat-cdf.json")
-	short := []string{"--cdf", cdf, "--lam", "10", "--seeds", "1", "--warmup", "5s", "--measure", "30s"}
+	short := []string{"--cdf", cdf, "--lam", "10", "--seed", "1", "--warmup", "5s", "--measure", "30s"}
 	for _, tt := range []struct {
 		args []string
 		want string
