@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-llm/stargate/internal/slowtest"
 	"github.com/stargate-llm/stargate/sim"
 )
 
@@ -14,9 +15,7 @@ import (
 // requests over the imposed limit stop reaching a limited backend once a
 // router has learned its limit from its first 400 there.
 func TestLivePhases(t *testing.T) {
-	if testing.Short() {
-		t.Skip("live fleet runs")
-	}
+	slowtest.Skip(t, "live fleet runs")
 	limited := []int{3, 4, 5}
 	const limit = 5000
 	capability := Phase{Name: "capability", Faulty: limited, Limit: limit, Describe: "test",

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-llm/stargate/internal/slowtest"
 	"go.uber.org/goleak"
 )
 
@@ -156,9 +157,7 @@ func TestSimWritesRecordsAndCSV(t *testing.T) {
 }
 
 func TestStudyRoutingQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the quick study")
-	}
+	slowtest.Skip(t, "runs the quick study")
 	dir := t.TempDir()
 	code, stdout, stderr := runCLI(t, "study", "routing", "--quick", "--out", dir)
 	if code != 0 {
@@ -214,9 +213,7 @@ func TestStudyRoutingQuick(t *testing.T) {
 // TestStudySLOMatrixQuick runs a test-sized quick SLO matrix through the
 // command line and checks what it prints and writes.
 func TestStudySLOMatrixQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a quick SLO matrix")
-	}
+	slowtest.Skip(t, "runs a quick SLO matrix")
 	dir := t.TempDir()
 	code, stdout, stderr := runCLI(t, "study", "slo-matrix", "--quick", "--tiers", "2", "--steps", "4",
 		"--policy", "round-robin,least-request", "--out", dir)
