@@ -14,6 +14,11 @@ import (
 // gets no dispatch from a router once that router has marked it Failed;
 // requests over the imposed limit stop reaching a limited backend once a
 // router has learned its limit from its first 400 there.
+//
+// Timings on a live fleet stretch with the machine's load, so the checks
+// are on order, not on speed: each router marks the killed backend Failed
+// after the kill and before the run ends (its TTL is 1.5 s; how soon is
+// the study's figure, not this test's), and sends nothing there afterwards.
 func TestLivePhases(t *testing.T) {
 	slowtest.Skip(t, "live fleet runs")
 	limited := []int{3, 4, 5}
@@ -46,7 +51,7 @@ func TestLivePhases(t *testing.T) {
 		t.Fatalf("router failed-at %v, want one per router", fo.RouterFailedAt)
 	}
 	for r, at := range fo.RouterFailedAt {
-		if at < fo.Spec.Onset || at > fo.Spec.Onset+3*time.Second {
+		if at < fo.Spec.Onset || at > fo.Spec.Onset+fo.Spec.Post {
 			t.Errorf("router %d marked the killed backend Failed at %v (onset %v)", r, at, fo.Spec.Onset)
 		}
 		for _, d := range fo.Dispatches {
@@ -55,7 +60,7 @@ func TestLivePhases(t *testing.T) {
 			}
 		}
 	}
-	if m.RouterDetectS < 0 || m.RouterDetectS > 3 {
+	if m.RouterDetectS < 0 || m.RouterDetectS > fo.Spec.Post.Seconds() {
 		t.Errorf("router detect %v s", m.RouterDetectS)
 	}
 	if !hasMark(fo.Marks, "fault:kill") {
