@@ -268,8 +268,10 @@ func versionString() string {
 	return v + " " + bi.GoVersion
 }
 
-// setVersion gives root a --version flag.
-func setVersion(root *cobra.Command) {
+// finishRoot gives root a --version flag and applies the flag rules to
+// every command (finishCommands).
+func finishRoot(root *cobra.Command) {
 	root.Version = versionString()
 	root.SetVersionTemplate("stargate {{.Version}}\n")
+	finishCommands(root)
 }

@@ -41,6 +41,7 @@ func main() {
 // run executes the command line and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
+	finishRoot(root)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -67,7 +68,5 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		return usageError{fmt.Errorf("%w (see --help)", err)}
 	})
 	root.AddCommand(newSimCmd(), newStudyCmd(), newEngineCmd(), newGatewayCmd(), newRouterCmd(), newFleetCmd(), newDriveCmd(), newPlanCmd())
-	setVersion(root)
-	finishCommands(root)
 	return root
 }
