@@ -97,7 +97,6 @@ func TestDeprecatedFlagAliases(t *testing.T) {
 	}{
 		{[]string{"study", "slo-matrix", "--policies", "nosuch"}, "--policies", `--policy: unknown policy "nosuch"`, []string{"study", "slo-matrix", "--help"}},
 		{[]string{"study", "overlap", "--seeds", "x"}, "--seeds", `invalid argument "x"`, []string{"study", "overlap", "--help"}},
-		{[]string{"plan", "optimize", "--seeds", "x", "--cdf", filepath.Join("..", "..", "examples", "plan", "chat-cdf.json"), "--lam", "1"}, "--seeds", `--seed "x"`, []string{"plan", "optimize", "--help"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args[:2], " "), func(t *testing.T) {

@@ -345,7 +345,7 @@ func TestEngineServesAndStops(t *testing.T) {
 
 func TestPlanCommands(t *testing.T) {
 	cdf := filepath.Join("..", "..", "examples", "plan", "chat-cdf.json")
-	short := []string{"--cdf", cdf, "--lam", "10", "--seed", "1", "--warmup", "5s", "--measure", "30s"}
+	short := []string{"--cdf", cdf, "--lam", "10", "--seeds", "1", "--warmup", "5s", "--measure", "30s"}
 	for _, tt := range []struct {
 		args []string
 		want string

@@ -46,7 +46,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.Float64Var(&f.burstiness, "burstiness", 1, "squared coefficient of variation of the gaps between arrivals: 1 is Poisson, more is burstier (gamma gaps)")
 	fl.Float64Var(&f.cap, "util-cap", plan.DefaultUtilizationCap, "highest planned utilization")
 	fl.StringVar(&f.pol, "policy", "least-request", "placement policy inside a pool")
-	fl.StringVar(&f.seeds, "seed", "1,2,3", "DES seeds, comma separated (more seeds, tighter confidence interval)")
+	fl.StringVar(&f.seeds, "seeds", "1,2,3", "DES seeds, comma separated (more seeds, tighter confidence interval)")
 	fl.DurationVar(&f.warmup, "warmup", 30*time.Second, "DES warm-up, left out of every figure")
 	fl.DurationVar(&f.measure, "measure", 120*time.Second, "DES measured window (requests arriving in it are followed to their end)")
 	fl.StringVar(&f.profiles, "profile", "h100-llama3.1-8b", "profiles of the single or long pool, comma separated: presets ("+strings.Join(plan.PresetNames(), ", ")+") or YAML files")
