@@ -1,5 +1,5 @@
 # Everyday commands; .ci/run is what CI runs.
-.PHONY: all fmt lint test bench study quick ci
+.PHONY: all fmt lint test test-all bench study quick ci
 
 all: fmt lint test
 
@@ -12,6 +12,10 @@ lint:
 
 test:
 	go test -race ./...
+
+# The slow tests too (live fleets, child processes, quick studies), as CI runs them.
+test-all:
+	STARGATE_SLOW_TESTS=1 go test -race -timeout 30m ./...
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...

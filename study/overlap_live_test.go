@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-llm/stargate/internal/slowtest"
 	"github.com/stargate-llm/stargate/policy"
 )
 
@@ -13,9 +14,7 @@ import (
 // the default slots batch them; the gateway's accounting closes, and every
 // live run has its simulator twin.
 func TestLiveOverlapShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("live fleet")
-	}
+	slowtest.Skip(t, "live fleet")
 	res, err := LiveOverlap(context.Background(), policy.NewRegistry(), OverlapOptions{Clients: []int{8}, Slots: []int{1, 25},
 		Warmup: time.Second, Measure: 3 * time.Second})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/internal/slowtest"
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/workload"
@@ -245,9 +246,7 @@ func TestMedianAndBootstrap(t *testing.T) {
 // the fleet's capacity ratio over round-robin, and on multiturn session
 // affinity goes past it.
 func TestSLOMatrixQuickSim(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a quick SLO matrix")
-	}
+	slowtest.Skip(t, "runs a quick SLO matrix")
 	fleet, _ := config.Preset("three-site")
 	m, err := RunSLOMatrix(context.Background(), SLOMatrixOptions{Fleet: fleet, Quick: true, Tiers: []int{2}, Steps: 6,
 		Policies: []string{"round-robin", "least-request", "waw"}})

@@ -468,8 +468,8 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&fleetName, "fleet", "small", "fleet: small, hetero, homo or a fleet file")
-	f.StringVar(&pol, "policy", "pulsar-waw", "placement policy")
+	f.StringVar(&fleetName, "fleet", "small", "fleet: a built-in name ("+strings.Join(config.PresetNames(), ", ")+") or a fleet file")
+	f.StringVar(&pol, "policy", "pulsar-waw", "placement policy ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
 	f.IntVar(&routers, "routers-per-region", 0, "routers in each region (0: the fleet's own count)")
 	f.Float64Var(&scale, "scale", scale, "fraction of every backend's GPUs (at least 1; one router per region below 1), as the live study's --scale")
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)

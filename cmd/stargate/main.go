@@ -41,6 +41,7 @@ func main() {
 // run executes the command line and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
+	finishRoot(root)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-llm/stargate/internal/slowtest"
 	"go.uber.org/goleak"
 )
 
@@ -63,7 +64,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"window too long", []string{"sim", "--measure", "48h"}, "together at most 24h"},
 		{"study without a name", []string{"study"}, "name a study"},
 		{"unknown class", []string{"sim", "--class", "chat"}, `unknown class "chat"`},
-		{"slo matrix: unknown policy", []string{"study", "slo-matrix", "--policies", "fastest"}, `unknown policy "fastest"`},
+		{"slo matrix: unknown policy", []string{"study", "slo-matrix", "--policy", "fastest"}, `unknown policy "fastest"`},
 		{"slo matrix: unknown class", []string{"study", "slo-matrix", "--classes", "chat"}, `unknown class "chat"`},
 		{"slo matrix: bad tier", []string{"study", "slo-matrix", "--tiers", "4"}, `--tiers: SLO tier "4"`},
 		{"slo matrix: no replicates", []string{"study", "slo-matrix", "--replicates", "0"}, "--replicates 0"},
@@ -156,9 +157,7 @@ func TestSimWritesRecordsAndCSV(t *testing.T) {
 }
 
 func TestStudyRoutingQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the quick study")
-	}
+	slowtest.Skip(t, "runs the quick study")
 	dir := t.TempDir()
 	code, stdout, stderr := runCLI(t, "study", "routing", "--quick", "--out", dir)
 	if code != 0 {
@@ -214,12 +213,10 @@ func TestStudyRoutingQuick(t *testing.T) {
 // TestStudySLOMatrixQuick runs a test-sized quick SLO matrix through the
 // command line and checks what it prints and writes.
 func TestStudySLOMatrixQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a quick SLO matrix")
-	}
+	slowtest.Skip(t, "runs a quick SLO matrix")
 	dir := t.TempDir()
 	code, stdout, stderr := runCLI(t, "study", "slo-matrix", "--quick", "--tiers", "2", "--steps", "4",
-		"--policies", "round-robin,least-request", "--out", dir)
+		"--policy", "round-robin,least-request", "--out", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

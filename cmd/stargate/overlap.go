@@ -45,6 +45,9 @@ seed, and the findings compare them. Live defaults: one seed, 4, 16, 64 and
 Prints a table and writes results.json, report.html and table.txt to --out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if seeds < 0 {
+				return usagef("--replicates %d: want at least 1 (or 0 for the default)", seeds)
+			}
 			start := time.Now()
 			opts := study.OverlapOptions{Quick: quick, Seeds: seeds, Clients: clients, Slots: slots, Parallel: parallel,
 				Progress: newProgress(cmd.ErrOrStderr(), "overlap study")}
@@ -77,7 +80,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 	fl.DurationVar(&measure, "measure", 0, "measured window of every run (default 60 s, 40 s with --quick, 30 s with --live)")
 	fl.StringVar(&out, "out", "out/overlap", "directory for the report files")
 	fl.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
-	fl.IntVar(&seeds, "seeds", 0, "seeds per cell (default 3, 1 with --quick)")
+	fl.IntVar(&seeds, "replicates", 0, "seeds per cell (default 3, 1 with --quick)")
 	fl.IntSliceVar(&clients, "clients", nil, "client counts (default 4,8,16,32,64,128,256; live 4,16,64,128)")
 	fl.IntSliceVar(&slots, "slots", nil, "max_inflight_per_worker settings (default 1,2,25)")
 	return cmd

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/stargate-llm/stargate/internal/poll"
+	"github.com/stargate-llm/stargate/internal/slowtest"
 )
 
 // asCLI tells the test binary to act as the stargate command.
@@ -90,9 +91,7 @@ func startProcess(t *testing.T, args ...string) *process {
 // and checks that nothing hangs, the router stops sending there, and every
 // request the router accepted ends accounted for.
 func TestKillGatewayUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts five processes")
-	}
+	slowtest.Skip(t, "starts five processes")
 	keyFile := writeKeyFile(t)
 	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--expose-backend", "--policy", "least-request", "--hmac-key-file", keyFile)
 	var gws []*process
@@ -243,9 +242,7 @@ func writeKeyFile(t *testing.T) string {
 // calling its handler directly (its health probes still reach it in memory,
 // over a link), and the gateway books every request once.
 func TestRouterRunsItsGateway(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes")
-	}
+	slowtest.Skip(t, "starts three processes")
 	keyFile := writeKeyFile(t)
 	eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "2", "--hmac-key-file", keyFile)
 	other := startProcess(t, "router", "--listen", "127.0.0.1:0", "--expose-backend", "--hmac-key-file", keyFile)
@@ -341,9 +338,7 @@ func freeAddr(t *testing.T) string {
 // told to stop while a stream flows, lets the stream finish whole (its last
 // frames leave before the link closes) and then exits.
 func TestTerminateDrainsStreams(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two processes")
-	}
+	slowtest.Skip(t, "starts two processes")
 	eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "1")
 	rt := startProcess(t, "router", "--listen", "127.0.0.1:0", "--expose-backend", "--gateway-engine", eng.url)
 	poll.Until(t, 10*time.Second, "the in-process gateway registered", func() bool { return countState(t, rt.url, "ready") == 1 })

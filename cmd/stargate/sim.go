@@ -33,7 +33,7 @@ func newSimCmd() *cobra.Command {
 		Long: `Simulate every combination of the given fleets, policies, rates and seeds,
 in parallel on all cores, and print one row (or JSON object) per run.
 
-Fleets are built-in (hetero, homo, small, three-site) or fleet files (see
+Fleets are built-in (` + strings.Join(config.PresetNames(), ", ") + `) or fleet files (see
 examples/). With --class, a workload class's open loop (requests at a
 constant rate) replaces the fleet's sessions; classes: ` + strings.Join(workload.ClassNames(), ", ") + `.
 
@@ -152,7 +152,7 @@ defaults to the rest of the trace. --rps is then unused.`,
 	f := cmd.Flags()
 	f.StringVar(&fleets, "fleet", "hetero", "fleets: built-in names ("+strings.Join(config.PresetNames(), ", ")+") or fleet files, comma separated")
 	f.StringVar(&classes, "class", "", "workload classes whose open loop replaces the fleet's sessions, comma separated (rps is then the class's request rate)")
-	f.StringVar(&policies, "policy", "pulsar-waw", "placement policies, comma separated (round-robin, random, least-request, power-of-two, waw, pulsar-waw, pulsar-waw-tps)")
+	f.StringVar(&policies, "policy", "pulsar-waw", "placement policies, comma separated ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
 	f.StringVar(&rates, "rps", "450", "nominal request rates in req/s, comma separated")
 	f.StringVar(&seeds, "seed", "1", "random seeds, comma separated")
 	f.StringVar(&engineName, "engine", "", "engine profile replacing the fleet's default: half, full or a profile of the fleet file (backends with their own profile keep it)")

@@ -47,9 +47,9 @@ simulator serves them cold).
 Prints the matrix and writes results.json (every step's raw figures),
 report.html (a chart per class), table.txt and table.md to --out.`,
 		Example: `  stargate study slo-matrix --quick
-  stargate study slo-matrix --policies round-robin,least-request --classes very_long --tiers 2
+  stargate study slo-matrix --policy round-robin,least-request --classes very_long --tiers 2
   stargate study slo-matrix --fleet examples/three-site.yaml --replicates 5 --out out/slo
-  stargate study slo-matrix --live --classes baseline_mixed --policies round-robin,pulsar-waw --tiers 2 --steps 4`,
+  stargate study slo-matrix --live --classes baseline_mixed --policy round-robin,pulsar-waw --tiers 2 --steps 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg := policy.NewRegistry()
@@ -104,7 +104,7 @@ report.html (a chart per class), table.txt and table.md to --out.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&fleetName, "fleet", "three-site", "fleet: a built-in name ("+strings.Join(config.PresetNames(), ", ")+") or a fleet file")
-	f.StringVar(&policies, "policies", "", "policies, comma separated (default: "+strings.Join(study.SLOPolicies, ", ")+", those registered)")
+	f.StringVar(&policies, "policy", "", "policies, comma separated (default: "+strings.Join(study.SLOPolicies, ", ")+", those registered)")
 	f.StringVar(&classes, "classes", "", "workload classes, comma separated (default: all eight)")
 	f.StringVar(&tiers, "tiers", "1,2,3", "SLO tiers to measure (1 tightest, 2 the Solyx AI Grid paper's, 3 loosest), comma separated")
 	f.IntVar(&replicates, "replicates", 0, "replicates (seeds 1..N) per cell (default 3; 1 with --quick)")
