@@ -87,6 +87,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		var tooBig *http.MaxBytesError
 		var tooMany *openai.TooManyMessagesError
 		if errors.As(err, &tooMany) {
+			// The rest of the body is never read: the connection cannot
+			// carry another request.
+			w.Header().Set("Connection", "close")
 			s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, err.Error(), 0)
 			return
 		}
