@@ -66,6 +66,6 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see --help)", err)}
 	})
-	root.AddCommand(newSimCmd(), newStudyCmd(), newEngineCmd(), newGatewayCmd(), newRouterCmd(), newFleetCmd(), newDriveCmd(), newPlanCmd())
+	root.AddCommand(newSimCmd(), newStudyCmd(), newEngineCmd(), newGatewayCmd(), newRouterCmd(), newFleetCmd(), newDriveCmd(), newPlanCmd(), newReportCmd())
 	return root
 }
