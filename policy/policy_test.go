@@ -302,8 +302,9 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
+// BenchmarkPick is every policy's pick at 20, 1,000 and 10,000 backends.
 func BenchmarkPick(b *testing.B) {
-	for _, n := range []int{20, 1000} {
+	for _, n := range []int{20, 1000, 10000} {
 		bs := backends(n)
 		for _, name := range NewRegistry().Names() {
 			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
