@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-llm/stargate/internal/cputime"
 	"github.com/stargate-llm/stargate/telemetry"
 )
 
@@ -317,10 +318,12 @@ func BenchmarkPick(b *testing.B) {
 				vs[n/2].Active = 0
 				r := &Request{QueuedAt: -1, Arrived: 0}
 				b.ReportAllocs()
+				cpu := cputime.Used()
 				for i := 0; b.Loop(); i++ {
 					r.Session = uint64(i)
 					p.Pick(time.Second, r, vs)
 				}
+				b.ReportMetric(float64(cputime.Used()-cpu)/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/internal/cputime"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/sim"
 )
@@ -47,6 +48,7 @@ func BenchmarkScale(b *testing.B) {
 					b.Fatal(err)
 				}
 				var requests uint64
+				cpu := cputime.Used()
 				for b.Loop() {
 					res, err := sim.Run(context.Background(), cfg, reg)
 					if err != nil {
@@ -57,6 +59,9 @@ func BenchmarkScale(b *testing.B) {
 						requests += be.GatewayReceived
 					}
 				}
+				cpuS := (cputime.Used() - cpu).Seconds() / float64(b.N)
+				b.ReportMetric(cpuS, "cpu-s/run")
+				b.ReportMetric(float64(requests)/cpuS, "requests/cpu-s")
 				b.ReportMetric(float64(requests), "requests/run")
 				b.ReportMetric(float64(requests)/(b.Elapsed().Seconds()/float64(b.N)), "requests/wall-s")
 			})
