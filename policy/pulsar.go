@@ -108,9 +108,12 @@ func (pw *PulsarWaW) Pick(now time.Duration, r *Request, views []View) Decision 
 			free, freeScore = i, sc
 		}
 	}
-	return bandDecide(pw.p, now, r, views, top, free, func() int {
+	return bandDecide(pw.p, now, r, views, top, free, func(limit int) int {
 		rank := 0
 		for i, b := range pw.bounds {
+			if rank >= limit {
+				break
+			}
 			if b <= freeScore { // also skips the ineligible (-Inf)
 				continue
 			}
@@ -160,9 +163,12 @@ func bandPick(p Params, now time.Duration, r *Request, views []View, scores []fl
 			free, freeScore = i, s
 		}
 	}
-	return bandDecide(p, now, r, views, top, free, func() int {
+	return bandDecide(p, now, r, views, top, free, func(limit int) int {
 		rank := 0
 		for _, s := range scores {
+			if rank >= limit {
+				break
+			}
 			if s > freeScore {
 				rank++
 			}
@@ -173,8 +179,9 @@ func bandPick(p Params, now time.Duration, r *Request, views []View, scores []fl
 
 // bandDecide is bandPick's decision once the top-ranked backend and the
 // best-ranked free one are known (-1: none); rankOfFree counts the backends
-// ranked above the free one, and is called only when the band matters.
-func bandDecide(p Params, now time.Duration, r *Request, views []View, top, free int, rankOfFree func() int) Decision {
+// ranked above the free one, stopping at limit (only whether the count
+// reaches the band matters), and is called only when the band matters.
+func bandDecide(p Params, now time.Duration, r *Request, views []View, top, free int, rankOfFree func(limit int) int) Decision {
 	waited := now - r.Arrived
 	band := 1 + int(waited/p.BandStep)
 	if top < 0 {
@@ -183,7 +190,7 @@ func bandDecide(p Params, now time.Duration, r *Request, views []View, top, free
 	if free == top {
 		return dispatch(free)
 	}
-	if free >= 0 && band > 1 && rankOfFree() < band {
+	if free >= 0 && band > 1 && rankOfFree(band) < band {
 		return dispatch(free)
 	}
 	if waited >= p.MaxWait {
