@@ -45,11 +45,14 @@ type RegionSpec struct {
 	Backends []BackendFileSpec  `yaml:"backends"`
 }
 
-// BackendFileSpec is one backend of a fleet file.
+// BackendFileSpec is one backend of a fleet file, or a group of Count
+// identical backends whose Name holds the pattern {i} (see ExpandGroups).
 type BackendFileSpec struct {
 	Name    string `yaml:"name"`
 	GPUs    int    `yaml:"gpus"`
 	Profile string `yaml:"profile"`
+	// Count, when set, makes this entry a group of Count backends.
+	Count int `yaml:"count,omitempty"`
 }
 
 // defaultFleet holds every default a file may leave out.
@@ -81,6 +84,9 @@ func Parse(name string, data []byte) (*Fleet, error) {
 	}
 	if f.Name == "" {
 		f.Name = strings.TrimSuffix(strings.TrimSuffix(baseName(name), ".yaml"), ".yml")
+	}
+	if err := f.ExpandGroups(); err != nil {
+		return nil, fmt.Errorf("fleet file %s: %w", name, err)
 	}
 	return &f, nil
 }

@@ -37,6 +37,8 @@ func FuzzParse(f *testing.F) {
 		"- [\n",
 		"{",
 		"regions:\n  - name: a\n   routers: [1\n",
+		"regions:\n  - name: a\n    routers: 1\n    backends:\n      - {name: \"g-{i}\", gpus: 2, count: 4}\n",
+		"regions:\n  - name: a\n    backends:\n      - {name: g, gpus: 2, count: -1}\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-llm/stargate/internal/cputime"
 	"github.com/stargate-llm/stargate/telemetry"
 )
 
@@ -302,8 +303,9 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
+// BenchmarkPick is every policy's pick at 20, 1,000 and 10,000 backends.
 func BenchmarkPick(b *testing.B) {
-	for _, n := range []int{20, 1000} {
+	for _, n := range []int{20, 1000, 10000} {
 		bs := backends(n)
 		for _, name := range NewRegistry().Names() {
 			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
@@ -316,10 +318,12 @@ func BenchmarkPick(b *testing.B) {
 				vs[n/2].Active = 0
 				r := &Request{QueuedAt: -1, Arrived: 0}
 				b.ReportAllocs()
+				cpu := cputime.Used()
 				for i := 0; b.Loop(); i++ {
 					r.Session = uint64(i)
 					p.Pick(time.Second, r, vs)
 				}
+				b.ReportMetric(float64(cputime.Used()-cpu)/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}

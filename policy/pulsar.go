@@ -11,6 +11,7 @@ type PulsarWaW struct {
 	p      Params
 	name   string
 	scores []float64 // scratch, one per view; reused across picks
+	bounds []float64 // scratch: each view's upper bound on its score
 }
 
 var _ Policy = (*PulsarWaW)(nil)
@@ -66,20 +67,74 @@ func Score(session uint64, v *View, measured bool) float64 {
 	return -w / math.Log(unit(mix(session^v.Key)))
 }
 
-// Pick implements Policy.
+// boundSlack widens the cheap bound on a rendezvous score (see Pick) far
+// beyond the rounding error of either expression, so that a backend whose
+// bound does not beat a score can never beat it exactly.
+const boundSlack = 1 + 1e-9
+
+// Pick implements Policy. It ranks every eligible backend by Score, but
+// computes the logarithm only for the few that can matter: since -ln(u) >=
+// 1-u, w/(1-u) bounds a backend's score from above, and a backend whose
+// bound does not beat the best score so far (the best free one's, for a free
+// backend) cannot be the top or the best free backend. Its exact score is
+// computed later only if the band's rank count needs it. The decisions are
+// those of scoring every backend exactly (TestPulsarPruningExact).
 func (pw *PulsarWaW) Pick(now time.Duration, r *Request, views []View) Decision {
 	strict := anyEligible(r, views)
 	measured := pw.useMeasured(views)
 	pw.scores = grow(pw.scores, len(views))
+	pw.bounds = grow(pw.bounds, len(views))
+	top, free := -1, -1
+	topScore, freeScore := math.Inf(-1), math.Inf(-1)
 	for i := range views {
 		v := &views[i]
 		if !eligible(r, v, strict) {
-			pw.scores[i] = math.Inf(-1)
+			pw.scores[i], pw.bounds[i] = math.Inf(-1), math.Inf(-1)
 			continue
 		}
-		pw.scores[i] = Score(r.Session, v, measured)
+		w, u := weightOf(v, measured), unit(mix(r.Session^v.Key))
+		bound := w / (1 - u) * boundSlack
+		pw.bounds[i], pw.scores[i] = bound, math.NaN()
+		isFree := v.Free()
+		if bound <= topScore && (!isFree || bound <= freeScore) {
+			continue
+		}
+		sc := -w / math.Log(u)
+		pw.scores[i] = sc
+		if sc > topScore {
+			top, topScore = i, sc
+		}
+		if isFree && sc > freeScore {
+			free, freeScore = i, sc
+		}
 	}
-	return bandPick(pw.p, now, r, views, pw.scores)
+	return bandDecide(pw.p, now, r, views, top, free, func(limit int) int {
+		rank := 0
+		for i, b := range pw.bounds {
+			if rank >= limit {
+				break
+			}
+			if b <= freeScore { // also skips the ineligible (-Inf)
+				continue
+			}
+			sc := pw.scores[i]
+			if math.IsNaN(sc) {
+				sc = -weightOf(&views[i], measured) / math.Log(unit(mix(r.Session^views[i].Key)))
+			}
+			if sc > freeScore {
+				rank++
+			}
+		}
+		return rank
+	})
+}
+
+// weightOf is backend v's rendezvous weight.
+func weightOf(v *View, measured bool) float64 {
+	if measured {
+		return v.MaxInputTPS
+	}
+	return float64(v.Capacity)
 }
 
 // grow returns s resized to n, reusing its array when it is large enough.
@@ -95,8 +150,6 @@ func grow(s []float64, n int) []float64 {
 // band with a free slot, else wait at the top-ranked one, else overflow to
 // the best free one anywhere, else reject.
 func bandPick(p Params, now time.Duration, r *Request, views []View, scores []float64) Decision {
-	waited := now - r.Arrived
-	band := 1 + int(waited/p.BandStep)
 	top, free := -1, -1
 	topScore, freeScore := math.Inf(-1), math.Inf(-1)
 	for i, s := range scores {
@@ -110,22 +163,35 @@ func bandPick(p Params, now time.Duration, r *Request, views []View, scores []fl
 			free, freeScore = i, s
 		}
 	}
+	return bandDecide(p, now, r, views, top, free, func(limit int) int {
+		rank := 0
+		for _, s := range scores {
+			if rank >= limit {
+				break
+			}
+			if s > freeScore {
+				rank++
+			}
+		}
+		return rank
+	})
+}
+
+// bandDecide is bandPick's decision once the top-ranked backend and the
+// best-ranked free one are known (-1: none); rankOfFree counts the backends
+// ranked above the free one, stopping at limit (only whether the count
+// reaches the band matters), and is called only when the band matters.
+func bandDecide(p Params, now time.Duration, r *Request, views []View, top, free int, rankOfFree func(limit int) int) Decision {
+	waited := now - r.Arrived
+	band := 1 + int(waited/p.BandStep)
 	if top < 0 {
 		return reject("no eligible backend")
 	}
 	if free == top {
 		return dispatch(free)
 	}
-	if free >= 0 && band > 1 {
-		rank := 0
-		for _, s := range scores {
-			if s > freeScore {
-				rank++
-			}
-		}
-		if rank < band {
-			return dispatch(free)
-		}
+	if free >= 0 && band > 1 && rankOfFree(band) < band {
+		return dispatch(free)
 	}
 	if waited >= p.MaxWait {
 		return reject("overloaded: no free slot within the band after " + p.MaxWait.String())

@@ -423,14 +423,15 @@ func (r *Router) OnTimer(now time.Duration, out []Outcome) []Outcome {
 
 func (r *Router) retry(now time.Duration, dueOnly bool, out []Outcome) []Outcome {
 	kept := r.waiters[:0]
-	for _, w := range r.waiters {
+	for i := range r.waiters {
+		w := &r.waiters[i] // in place: a copy would escape to the heap through the policy
 		if dueOnly && w.until > now {
-			kept = append(kept, w)
+			kept = append(kept, *w)
 			continue
 		}
-		d := r.decide(now, &w)
+		d := r.decide(now, w)
 		if d.Kind == policy.Wait {
-			kept = append(kept, w)
+			kept = append(kept, *w)
 			continue
 		}
 		out = append(out, Outcome{ID: w.id, Decision: d})

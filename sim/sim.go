@@ -311,6 +311,10 @@ type simulation struct {
 	// channels[b][region] holds backend b's stats messages on their way to a
 	// region, in arrival order (the latency of a pair is fixed).
 	channels [][]channel
+	// due[region] is at most the earliest arrival time of a message still
+	// in a channel to the region (a lower bound: delivering by event does
+	// not raise it): syncRegion skips its scan over every backend before then.
+	due []time.Duration
 	// armed[region]: some router of the region has requests waiting, so each
 	// stats arrival there is an event (it may release them). Otherwise the
 	// region's routers read what has arrived when they next place a request:
@@ -460,6 +464,10 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		}
 	}
 	s.armed = make([]bool, len(cfg.Regions))
+	s.due = make([]time.Duration, len(cfg.Regions))
+	for r := range s.due {
+		s.due[r] = noMessage
+	}
 	s.channels = make([][]channel, len(s.backends))
 	for b := range s.backends {
 		s.channels[b] = make([]channel, len(cfg.Regions))
@@ -1212,6 +1220,7 @@ func (s *simulation) statsEmit(b int) {
 			at = ch.q[n-1].at // one stream: messages arrive in order
 		}
 		ch.q = append(ch.q, inFlight{at: at, st: st})
+		s.due[region] = min(s.due[region], at)
 		if s.armed[region] {
 			s.q.push(event{at: at, kind: evStatsDeliver, a: int32(region), b: int32(b)})
 		}
@@ -1278,11 +1287,21 @@ func (s *simulation) markWeights(ri int) {
 // syncRegion brings a region's routers up to date before one of them reads
 // its views.
 func (s *simulation) syncRegion(region int) {
+	if s.due[region] > s.now {
+		return // nothing has arrived: the scan below would deliver nothing
+	}
+	next := noMessage
+	s.due[region] = next // a message sent while delivering lowers it again
 	for b := range s.backends {
-		if ch := &s.channels[b][region]; ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
+		ch := &s.channels[b][region]
+		if ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
 			s.deliver(b, region)
 		}
+		if ch.head < len(ch.q) {
+			next = min(next, ch.q[ch.head].at)
+		}
 	}
+	s.due[region] = min(s.due[region], next)
 }
 
 // updateArmed arms a region whose routers now hold waiting requests: every

@@ -27,6 +27,10 @@ type RoutingOptions struct {
 	Quick    bool
 	Parallel int
 	Progress Progress
+	// Policies, when set, replace RoutingPolicies: a smaller sweep.
+	Policies []string
+	// Warmup and Measure, when > 0, replace the study's windows.
+	Warmup, Measure time.Duration
 }
 
 // RoutingPolicies are the policies of the routing study, in report order.
@@ -42,6 +46,16 @@ func RoutingSpecs(opts RoutingOptions) ([]RunSpec, error) {
 		seeds = []uint64{1}
 		warmup, measure = 150*time.Second, 60*time.Second
 	}
+	if opts.Warmup > 0 {
+		warmup = opts.Warmup
+	}
+	if opts.Measure > 0 {
+		measure = opts.Measure
+	}
+	policies := RoutingPolicies
+	if len(opts.Policies) > 0 {
+		policies = opts.Policies
+	}
 	var specs []RunSpec
 	for _, name := range []string{"hetero", "homo"} {
 		fleet, ok := config.Preset(name)
@@ -49,7 +63,7 @@ func RoutingSpecs(opts RoutingOptions) ([]RunSpec, error) {
 			return nil, fmt.Errorf("study: no preset fleet %q", name)
 		}
 		for _, rps := range rates[name] {
-			for _, pol := range RoutingPolicies {
+			for _, pol := range policies {
 				for _, seed := range seeds {
 					specs = append(specs, RunSpec{FleetName: name, Fleet: fleet, Policy: pol, RPS: rps, Seed: seed,
 						Warmup: warmup, Measure: measure})

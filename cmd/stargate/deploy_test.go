@@ -20,6 +20,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3" // Any types in the bootstrap
 	"google.golang.org/protobuf/encoding/protojson"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -73,6 +74,8 @@ type manifests struct {
 	namespaces  map[string]bool
 	policies    []*networkingv1.NetworkPolicy
 	objectCount int
+	jobs        []*batchv1.Job
+	claims      map[string]*corev1.PersistentVolumeClaim
 }
 
 // loadManifests decodes every document of every file in deploy/kubernetes
@@ -87,7 +90,7 @@ func loadManifests(t *testing.T) *manifests {
 		kjson.SerializerOptions{Yaml: true, Strict: true})
 	m := &manifests{services: map[string]*corev1.Service{}, secrets: map[string]*corev1.Secret{},
 		configMaps: map[string]*corev1.ConfigMap{}, accounts: map[string]bool{}, roles: map[string]*rbacv1.Role{},
-		namespaces: map[string]bool{}}
+		namespaces: map[string]bool{}, claims: map[string]*corev1.PersistentVolumeClaim{}}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -151,6 +154,10 @@ func (m *manifests) add(t *testing.T, file string, obj runtime.Object) {
 		m.bindings = append(m.bindings, o)
 	case *networkingv1.NetworkPolicy:
 		m.policies = append(m.policies, o)
+	case *batchv1.Job:
+		m.jobs = append(m.jobs, o)
+	case *corev1.PersistentVolumeClaim:
+		m.claims[o.Name] = o
 	default:
 		t.Errorf("%s: unexpected kind %T", file, obj)
 	}

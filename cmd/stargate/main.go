@@ -67,6 +67,6 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see --help)", err)}
 	})
-	root.AddCommand(newSimCmd(), newStudyCmd(), newEngineCmd(), newGatewayCmd(), newRouterCmd(), newFleetCmd(), newDriveCmd(), newPlanCmd(), newAdminCmd())
+	root.AddCommand(newSimCmd(), newStudyCmd(), newEngineCmd(), newGatewayCmd(), newRouterCmd(), newFleetCmd(), newDriveCmd(), newPlanCmd(), newAdminCmd(), newReportCmd())
 	return root
 }

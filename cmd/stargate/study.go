@@ -34,6 +34,7 @@ func newRoutingCmd() *cobra.Command {
 		out      string
 		parallel int
 		live     bool
+		shard    string
 	)
 	lo := study.DefaultLiveOptions()
 	cmd := &cobra.Command{
@@ -47,12 +48,19 @@ measured-TPS weighting) and four baselines, at 350 and 450 req/s (hetero) and
 Prints a table and writes results.json, report.html and table.txt to --out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("shard") {
+				return runRoutingShard(cmd, shard, out, live, study.RoutingOptions{Quick: quick, Parallel: parallel}, lo)
+			}
 			if live {
 				return runLiveRouting(cmd, lo, out)
 			}
+			opts, err := simRoutingOptions(cmd, study.RoutingOptions{Quick: quick, Parallel: parallel}, lo)
+			if err != nil {
+				return err
+			}
 			start := time.Now()
-			res, err := study.Routing(cmd.Context(), policy.NewRegistry(),
-				study.RoutingOptions{Quick: quick, Parallel: parallel, Progress: newProgress(cmd.ErrOrStderr(), "routing study")})
+			opts.Progress = newProgress(cmd.ErrOrStderr(), "routing study")
+			res, err := study.Routing(cmd.Context(), policy.NewRegistry(), opts)
 			if err != nil {
 				return failure{err}
 			}
@@ -65,10 +73,11 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
 	f.BoolVar(&live, "live", false, "run the study on live in-process fleets at --scale, each run matched by a simulator run")
 	f.Float64Var(&lo.Scale, "scale", lo.Scale, "live: fraction of every backend's GPUs (at least 1) and of the rate")
-	f.DurationVar(&lo.Warmup, "warmup", lo.Warmup, "live: warm-up before the measured window")
-	f.DurationVar(&lo.Measure, "measure", lo.Measure, "live: length of the measured window")
+	f.DurationVar(&lo.Warmup, "warmup", lo.Warmup, "warm-up before the measured window (simulated: default the study's)")
+	f.DurationVar(&lo.Measure, "measure", lo.Measure, "length of the measured window (simulated: default the study's)")
+	f.StringVar(&shard, "shard", "", "run only part I of N of the study (I/N, I from 0) and write --out/part-I-of-N.json; join the parts with stargate report merge")
 	f.StringSliceVar(&lo.Fleets, "fleet", lo.Fleets, "live: fleets (built-in names or files)")
-	f.StringSliceVar(&lo.Policies, "policy", lo.Policies, "live: policies")
+	f.StringSliceVar(&lo.Policies, "policy", lo.Policies, "policies (simulated: default all of the study's; live: this default)")
 	f.Uint64Var(&lo.Seed, "seed", lo.Seed, "live: seed")
 	return cmd
 }

@@ -1,0 +1,79 @@
+package router
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/internal/cputime"
+	"github.com/stargate-llm/stargate/policy"
+)
+
+// BenchmarkOnStats is one gateway stats message handled by a router replica
+// of a 1,000-backend fleet under pulsar-waw: with no request waiting (the
+// common case), and with 50 waiting at full backends, which a message from a
+// backend with a free slot asks again.
+func BenchmarkOnStats(b *testing.B) {
+	const n = 1000
+	for _, waiting := range []int{0, 50} {
+		b.Run(fmt.Sprintf("backends=%d/waiting=%d", n, waiting), func(b *testing.B) {
+			bs := make([]policy.Backend, n)
+			rb := make([]Backend, n)
+			for i := range n {
+				name := fmt.Sprintf("backend-%04d", i)
+				bs[i] = policy.Backend{Name: name, Key: policy.KeyOf(name)}
+				rb[i] = Backend{Name: name, Capacity: 100}
+			}
+			p, err := policy.NewRegistry().New("pulsar-waw", policy.DefaultParams(), bs, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r, err := New(0, p, rb)
+			if err != nil {
+				b.Fatal(err)
+			}
+			full := make([]gateway.Stats, n)
+			for i := range full {
+				full[i] = gateway.Stats{Backend: i, Seq: 1, Capacity: 100, Active: 100, Received: []uint64{0}}
+				r.OnStats(0, &full[i], nil)
+			}
+			for i := range waiting {
+				if d := r.Route(0, uint64(i+1), Ask{Session: uint64(i) * 0x9e3779b97f4a7c15}); d.Kind != policy.Wait {
+					b.Fatalf("request %d: %v, want it to wait", i, d.Kind)
+				}
+			}
+			// Every message shows a free slot at a backend no waiting request
+			// ranks first: the router asks every waiting request again (each a
+			// pick over all backends) and each waits on.
+			tops := map[int]bool{}
+			for _, v := range r.Views() {
+				if v.Queued > 0 {
+					tops[v.Index] = true
+				}
+			}
+			var msgs []gateway.Stats
+			for i := range full {
+				if !tops[i] {
+					st := full[i]
+					st.Active = 99
+					msgs = append(msgs, st)
+				}
+			}
+			var out []Outcome
+			seq := uint64(1)
+			b.ReportAllocs()
+			cpu := cputime.Used()
+			for i := 0; b.Loop(); i++ {
+				st := &msgs[i%len(msgs)]
+				seq++
+				st.Seq = seq
+				out = r.OnStats(time.Millisecond, st, out[:0])
+			}
+			b.ReportMetric(float64(cputime.Used()-cpu)/float64(b.N), "cpu-ns/op")
+			if r.Waiting() != waiting || len(out) > 0 {
+				b.Fatalf("%d waiting after the messages, want %d", r.Waiting(), waiting)
+			}
+		})
+	}
+}
