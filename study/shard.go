@@ -188,6 +188,9 @@ func MergeRouting(parts []*Part) (*Results, error) {
 	if first.Study != "routing" {
 		return nil, fmt.Errorf("%w: study %q; only the routing study runs sharded so far", ErrMerge, first.Study)
 	}
+	if first.Shards < 1 || first.Shards > MaxShards {
+		return nil, fmt.Errorf("%w: part %d/%d: N must be 1-%d", ErrMerge, first.Shard, first.Shards, MaxShards)
+	}
 	seen := make([]bool, first.Shards)
 	runs := make([]RunResult, len(first.Plan))
 	filled := make([]bool, len(first.Plan))
