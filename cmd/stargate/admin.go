@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +20,7 @@ import (
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/engine"
 	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/tlsconf"
 )
 
 // adminSender is the sender name an operator's signed calls carry.
@@ -29,6 +31,10 @@ type adminTarget struct {
 	router, gateway, engine string
 	keyFile                 string
 	id                      string
+	apiKeyFile              string
+	caFile, certFile        string
+	certKeyFile             string
+	client                  *http.Client
 	format                  string
 	timeout                 time.Duration
 }
@@ -76,6 +82,10 @@ one line on stderr and a non-zero exit status.`,
 	pf.StringVar(&t.engine, "engine", "", "stargate engine URL (faults)")
 	pf.StringVar(&t.keyFile, "key-file", "", "key file that signs the call: the services' --hmac-key-file (its operator key, or a one-key ID:SECRET file)")
 	pf.StringVar(&t.id, "id", "", "the --id of the router, gateway or engine the call goes to (a signature names its audience); required for signed calls")
+	pf.StringVar(&t.apiKeyFile, "api-key-file", "", "file holding a client API key, sent as Authorization: Bearer on reads (a router or gateway started with --api-keys)")
+	pf.StringVar(&t.caFile, "tls-ca-file", "", "verify https services against these CAs (PEM) instead of the system's")
+	pf.StringVar(&t.certFile, "tls-cert-file", "", "client certificate (PEM) for services with --client-ca-file: an operator's (spiffe://stargate/operator/NAME)")
+	pf.StringVar(&t.certKeyFile, "tls-private-key-file", "", "the private key of --tls-cert-file")
 	pf.StringVar(&t.format, "format", "table", "output: table or json")
 	pf.DurationVar(&t.timeout, "timeout", 10*time.Second, "give up on a call after this long")
 
@@ -257,7 +267,16 @@ func (t *adminTarget) call(ctx context.Context, key auth.Key, method, target str
 	if err != nil {
 		return nil, usagef("%s %s: %v", method, target, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if !signed(key) {
+		if err := t.bearer(req); err != nil {
+			return nil, err
+		}
+	}
+	hc, err := t.httpClient()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -273,11 +292,63 @@ func (t *adminTarget) call(ctx context.Context, key auth.Key, method, target str
 	if resp.StatusCode/100 != 2 {
 		msg := errorText(out)
 		if resp.StatusCode == http.StatusUnauthorized {
-			msg += " (is --key-file the key the " + service + " was started with?)"
+			if signed(key) {
+				msg += " (is --key-file the key the " + service + " was started with, and --id its --id?)"
+			} else {
+				msg += " (a " + service + " with --api-keys needs --api-key-file)"
+			}
 		}
 		return nil, failure{fmt.Errorf("the %s refused %s %s: %d %s: %s", service, method, req.URL.Path, resp.StatusCode, http.StatusText(resp.StatusCode), msg)}
 	}
 	return out, nil
+}
+
+func signed(key auth.Key) bool { return len(key.Secret) > 0 }
+
+// bearer adds the client API key of --api-key-file to a read.
+func (t *adminTarget) bearer(req *http.Request) error {
+	if t.apiKeyFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(t.apiKeyFile)
+	if err != nil {
+		return usagef("--api-key-file: %v", err)
+	}
+	k := strings.TrimSpace(string(b))
+	if k == "" {
+		return usagef("--api-key-file %s is empty", t.apiKeyFile)
+	}
+	req.Header.Set("Authorization", "Bearer "+k)
+	return nil
+}
+
+// httpClient is the client of every call: the default one, or one that
+// verifies https services with --tls-ca-file and shows --tls-cert-file.
+func (t *adminTarget) httpClient() (*http.Client, error) {
+	if t.client != nil {
+		return t.client, nil
+	}
+	if t.caFile == "" && t.certFile == "" && t.certKeyFile == "" {
+		t.client = http.DefaultClient
+		return t.client, nil
+	}
+	if (t.certFile == "") != (t.certKeyFile == "") {
+		return nil, usagef("give --tls-cert-file and --tls-private-key-file together")
+	}
+	o := tlsconf.ClientOptions{CAFile: t.caFile}
+	if t.certFile != "" {
+		r, err := tlsconf.NewReloader(t.certFile, t.certKeyFile)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		o.Cert = r
+	}
+	cfg, err := o.Client()
+	if err != nil {
+		return nil, usageError{err}
+	}
+	t.client = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	return t.client, nil
 }
 
 // errorText is an answer's error message on one line: an OpenAI-shaped
