@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/stargate-llm/stargate/policy"
@@ -29,6 +31,9 @@ const (
 	ReasonBackendLost     = "backend_lost_mid_stream"
 	ReasonBackendStatus   = "backend_status"
 	ReasonUnreachable     = "backends_unreachable"
+	// ReasonUnknownModel: no backend serves the request's model (a 404
+	// from the router; no backend was tried).
+	ReasonUnknownModel = "model_not_found"
 )
 
 // accounting is how the router's requests ended (see wire.Counts), with its
@@ -131,7 +136,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			tokens = prompt + *v
 		}
 	}
-	s.route(w, r, body, session, prompt, tokens, req.Stream)
+	s.route(w, r, body, want{session: session, prompt: prompt, tokens: tokens, model: req.Model}, req.Stream)
 }
 
 // table is the router's backends as one immutable snapshot (see
@@ -147,32 +152,59 @@ type target struct {
 	name, url   string
 	static      bool
 	maxModelLen int
+	models      []string
 }
 
-// tooShort lists the backends whose context is shorter than prompt tokens.
-func (t *table) tooShort(prompt int) []rcore.BackendID {
+// want is what placing a request needs of it: its session, its estimated
+// prompt and total tokens, and its model.
+type want struct {
+	session        uint64
+	prompt, tokens int
+	model          string
+}
+
+// tooShortFor lists the backends of model's pool whose context is shorter
+// than prompt tokens by the router's estimate; none if that is every
+// backend of the pool: the estimate only orders candidates, and the
+// engine's own count decides (its 400 is final).
+func (t *table) tooShortFor(model string, prompt int) []rcore.BackendID {
+	pool := 0
 	var out []rcore.BackendID
 	for _, b := range t.list {
+		if !rcore.Serves(b.models, model) {
+			continue
+		}
+		pool++
 		if b.maxModelLen > 0 && prompt >= b.maxModelLen {
 			out = append(out, b.id)
 		}
 	}
+	if len(out) == pool {
+		return nil
+	}
 	return out
 }
 
-func (t *table) longestContext() int {
-	n := 0
+// knows reports whether a backend serves model (rcore.Serves), and lists
+// the models the backends name.
+func (t *table) knows(model string) (bool, []string) {
+	var names []string
 	for _, b := range t.list {
-		n = max(n, b.maxModelLen)
+		if rcore.Serves(b.models, model) {
+			return true, nil
+		}
+		names = append(names, b.models...)
 	}
-	return n
+	slices.Sort(names)
+	return false, slices.Compact(names)
 }
 
 // route places the request and proxies it, retrying before the first byte on
 // backends not yet tried. It holds no lock across a step and keeps no
 // position: backends are named by ID, and a backend that left meanwhile is
 // simply not found.
-func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, session uint64, prompt, tokens int, stream bool) {
+func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, q want, stream bool) {
+	session, prompt, tokens := q.session, q.prompt, q.tokens
 	ctx := r.Context()
 	if s.cfg.Local != nil { // an in-process gateway need not read the body again
 		ctx = openai.WithRead(ctx, openai.Read{Prompt: prompt, Session: session})
@@ -182,16 +214,18 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		s.reject(w, http.StatusServiceUnavailable, ReasonNoBackend, "no backend has registered yet")
 		return
 	}
-	skip := tbl.tooShort(prompt)
-	if len(skip) == len(tbl.list) {
-		s.reject(w, http.StatusBadRequest, ReasonTooLong, fmt.Sprintf("the prompt has %d tokens; the longest context of any backend is %d", prompt, tbl.longestContext()))
+	if ok, known := tbl.knows(q.model); !ok {
+		s.end(ReasonUnknownModel, false)
+		openai.WriteError(w, http.StatusNotFound, "NotFoundError",
+			fmt.Sprintf("router: the model %q does not exist; this router serves: %s", q.model, strings.Join(known, ", ")))
 		return
 	}
+	skip := tbl.tooShortFor(q.model, prompt)
 	id := s.requestID()
 	retry := rcore.NewRetry(s.cfg.MaxAttempts, skip)
 	var last *attemptResult
 	for again := true; again; {
-		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude()})
+		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude(), Model: q.model})
 		if !ok {
 			s.end(ReasonClientCancelled, true)
 			return
@@ -218,7 +252,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		if h := s.cfg.Hooks.Dispatch; h != nil {
 			h(DispatchEvent{At: time.Now(), Router: s.cfg.ID, Backend: b.name, Session: session, Tokens: tokens})
 		}
-		res := s.attempt(ctx, w, r, b, body, stream, tokens)
+		res := s.attempt(ctx, w, r, b, body, stream, q)
 		if res.done {
 			s.report(b, res, tokens)
 			s.settleStatic(b)
@@ -438,14 +472,14 @@ func (s *Server) report(b target, res *attemptResult, tokens int) {
 	s.core.OnResult(s.now(), b.id, r)
 }
 
-func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Request, b target, body []byte, stream bool, tokens int) *attemptResult {
+func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Request, b target, body []byte, stream bool, q want) *attemptResult {
 	up, err := s.upstream(ctx, r, b, body)
 	if err != nil {
 		return &attemptResult{neverSent: true, msg: err.Error()}
 	}
 	if l := s.cfg.Local; l != nil {
 		if h, ok := l.enter(b.url, s.paths); ok {
-			return s.attemptLocal(ctx, w, up, h, b, stream, tokens)
+			return s.attemptLocal(ctx, w, up, h, b, stream, q)
 		}
 	}
 	resp, err := s.client.Do(up)
@@ -457,7 +491,7 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 	defer resp.Body.Close()
 	if mayRefuse(resp.StatusCode) {
 		head, _ := io.ReadAll(io.LimitReader(resp.Body, maxHeldBody))
-		if res := s.refusal(b, resp.StatusCode, resp.Header.Get("Retry-After"), head, tokens); res != nil {
+		if res := s.refusal(b, resp.StatusCode, resp.Header.Get("Retry-After"), head, q); res != nil {
 			return res
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(head))
@@ -532,13 +566,13 @@ const maxHeldBody, maxRefusal = 8192, 2048
 // the client gets it: a 400 that is not a context-length refusal, or one
 // that no other backend fits. A context-length refusal teaches the router
 // the backend's limit.
-func (s *Server) refusal(b target, status int, retryAfter string, head []byte, tokens int) *attemptResult {
+func (s *Server) refusal(b target, status int, retryAfter string, head []byte, q want) *attemptResult {
 	msg := bytes.TrimSpace(head)
 	if status != http.StatusBadRequest {
 		return &attemptResult{status: status, retryAfter: retryAfter,
 			msg: fmt.Sprintf("backend %s: %d %s: %s", b.name, status, http.StatusText(status), msg[:min(len(msg), maxRefusal)])}
 	}
-	if limit := openai.ContextLimit(msg); limit >= 0 && s.anotherFits(b, tokens) {
+	if limit := openai.ContextLimit(msg); limit >= 0 && s.anotherFits(b, q) {
 		return &attemptResult{status: status, limit: limit, msg: fmt.Sprintf("backend %s: %s", b.name, msg)}
 	}
 	return nil
@@ -593,10 +627,10 @@ func (r attemptResult) end(reason string) *attemptResult {
 
 // anotherFits reports whether a backend other than b may take a request of
 // tokens, by the limits the router core knows (the simulator asks the same).
-func (s *Server) anotherFits(b target, tokens int) bool {
+func (s *Server) anotherFits(b target, q want) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.core.OthersFit(b.id, tokens) // b gone: any backend is another
+	return s.core.OthersFitModel(b.id, q.tokens, q.model) // b gone: any backend is another
 }
 
 // sseError starts an in-stream error event.

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,10 @@ type StaticBackend struct {
 	Name     string
 	URL      string
 	Capacity int
+	// Models are the models it serves (none: every model), MaxModelLen
+	// its context limit (0: unknown), as its /v1/models would list them.
+	Models      []string
+	MaxModelLen int
 }
 
 // Config describes one router replica.
@@ -252,7 +257,7 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	var static []*backend
 	for _, b := range cfg.Static {
 		static = append(static, &backend{name: b.Name, url: backendURL(b.URL), static: true,
-			last: wire.Stats{Backend: b.Name, Capacity: b.Capacity}, lastSeen: time.Now()})
+			last: wire.Stats{Backend: b.Name, Capacity: b.Capacity, Models: b.Models, MaxModelLen: b.MaxModelLen}, lastSeen: time.Now()})
 	}
 	if len(static) > 0 {
 		if err := s.build(static); err != nil {
@@ -425,7 +430,7 @@ func (s *Server) add(b *backend) error {
 	if s.core == nil {
 		return s.build([]*backend{b})
 	}
-	rb := rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen}
+	rb := rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen, Models: b.last.Models}
 	id, out, err := s.core.Add(s.now(), rb, s.outBuf[:0])
 	if err != nil {
 		return fmt.Errorf("router %s: %w", s.cfg.ID, err)
@@ -445,7 +450,7 @@ func (s *Server) build(bs []*backend) error {
 	rb := make([]rcore.Backend, len(bs))
 	for i, b := range bs {
 		pb[i] = policy.Backend{Name: b.name, Key: policy.KeyOf(b.name)}
-		rb[i] = rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen}
+		rb[i] = rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen, Models: b.last.Models}
 	}
 	pol, err := s.reg.New(s.cfg.Policy, s.cfg.Params, pb, rand.New(rand.NewPCG(s.cfg.Seed, uint64(len(pb)))))
 	if err != nil {
@@ -491,7 +496,7 @@ func (s *Server) publish() {
 	if s.core != nil {
 		for i := range s.core.Views() {
 			b := s.backends[s.core.ID(i)]
-			tg := target{id: b.id, name: b.name, url: b.url, static: b.static, maxModelLen: b.last.MaxModelLen}
+			tg := target{id: b.id, name: b.name, url: b.url, static: b.static, maxModelLen: b.last.MaxModelLen, models: b.last.Models}
 			t.list = append(t.list, tg)
 			t.byID[b.id] = tg
 		}
@@ -603,7 +608,10 @@ func (s *Server) register(m *wire.Stats, boot string) (status int, err error) {
 		_ = s.core.Restarted(b.id)
 		b.boot = boot
 	}
-	republish := b.url != backendURL(m.URL) || b.last.MaxModelLen != m.MaxModelLen
+	republish := b.url != backendURL(m.URL) || b.last.MaxModelLen != m.MaxModelLen || !slices.Equal(b.last.Models, m.Models)
+	if !slices.Equal(b.last.Models, m.Models) {
+		_ = s.core.SetModels(now, b.id, m.Models)
+	}
 	if b.last.MaxModelLen != m.MaxModelLen {
 		_ = s.core.Advertise(now, b.id, m.MaxModelLen)
 	}
