@@ -48,6 +48,7 @@ func startPushingGateway(t *testing.T, id, engineURL, routerURL string) *Server 
 func TestRouterAvoidsADeadEngine(t *testing.T) {
 	cfg := router.DefaultConfig()
 	cfg.Policy, cfg.Key = "round-robin", testKey
+	cfg.ExposeBackend = true // the test reads which backend streams
 	r, err := router.New(cfg, policy.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -213,6 +214,8 @@ type Server struct {
 	core     *rcore.Router
 	waits    map[uint64]*waitEntry
 	nextID   uint64
+	// created is when each model was first listed (modelCreated).
+	created map[string]int64
 	counts   accounting
 	outBuf   []rcore.Outcome
 	timerSet chan struct{}
@@ -533,6 +536,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
 	mux.HandleFunc("POST /v1/completions", s.complete)
+	mux.HandleFunc(passthroughPattern, s.passthrough)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /health", s.health)
 	mux.Handle("GET /metrics", s.guardInfo(s.met.handler()))
@@ -545,7 +549,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /console", s.guardInfo(http.HandlerFunc(s.serveConsole)))
 		mux.Handle("GET /console/events", s.guardInfo(http.HandlerFunc(s.consoleEvents)))
 	}
-	return s.hideBackend(mux)
+	return s.hideBackend(apiErrors(mux))
 }
 
 // stats takes a gateway's signed stats: it registers the backend on first
@@ -766,6 +770,9 @@ func boundStats(m *wire.Stats) error {
 	if len(m.URL) > maxStatsURL || len(m.Region) > maxStatsRegion || len(m.Models) > maxStatsModels {
 		return fmt.Errorf("stats of %q: URL, region or model list too long (limits %d, %d bytes, %d models)", m.Backend, maxStatsURL, maxStatsRegion, maxStatsModels)
 	}
+	if len(m.OwnedBy) > maxStatsModel {
+		return fmt.Errorf("stats of %q: owned_by is over %d bytes", m.Backend, maxStatsModel)
+	}
 	for _, name := range m.Models {
 		if len(name) > maxStatsModel {
 			return fmt.Errorf("stats of %q: a model name is over %d bytes", m.Backend, maxStatsModel)
@@ -791,7 +798,7 @@ func checkStats(m *wire.Stats, sender string) error {
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
-	seen := map[string]int{}
+	seen, owner := map[string]int{}, map[string]string{}
 	var order []string
 	for _, b := range s.Backends() {
 		if b.State != "ready" {
@@ -800,13 +807,17 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 		for _, m := range b.Stats.Models {
 			if _, ok := seen[m]; !ok {
 				order = append(order, m)
+				owner[m] = cmp.Or(b.Stats.OwnedBy, "stargate")
 			}
 			seen[m] = max(seen[m], b.Stats.MaxModelLen)
 		}
 	}
 	data := make([]map[string]any, len(order))
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i, m := range order {
-		data[i] = map[string]any{"id": m, "object": "model", "owned_by": "stargate", "max_model_len": seen[m]}
+		data[i] = map[string]any{"id": m, "object": "model", "created": s.modelCreated(m, now), "owned_by": owner[m], "max_model_len": seen[m]}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
