@@ -214,8 +214,7 @@ type Server struct {
 	core     *rcore.Router
 	waits    map[uint64]*waitEntry
 	nextID   uint64
-	// created is when each model was first listed (modelCreated).
-	created map[string]int64
+	created  map[string]int64 // when each model was first listed (modelCreated)
 	counts   accounting
 	outBuf   []rcore.Outcome
 	timerSet chan struct{}
