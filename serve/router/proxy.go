@@ -31,6 +31,17 @@ const (
 	ReasonBackendLost     = "backend_lost_mid_stream"
 	ReasonBackendStatus   = "backend_status"
 	ReasonUnreachable     = "backends_unreachable"
+	// ReasonEngineUnreachable: the backends' gateways answered 502 or 504:
+	// their engines did not answer (not overload).
+	ReasonEngineUnreachable = "engine_unreachable"
+	// ReasonBackendError: the connection broke before an answer.
+	ReasonBackendError = "backend_error"
+	// Reasons of a backend's final 4xx answer, the request's own fault and
+	// no backend failure: a 404 (an unknown model or path), a 401 or 403
+	// (the engine refused the credentials), any other 4xx.
+	ReasonNotFound    = "not_found"
+	ReasonEngineAuth  = "engine_auth"
+	ReasonClientError = "client_error"
 	// ReasonUnknownModel: no backend serves the request's model (a 404
 	// from the router; no backend was tried).
 	ReasonUnknownModel = "model_not_found"
@@ -256,7 +267,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, q wa
 		if res.done {
 			s.report(b, res, tokens)
 			s.settleStatic(b)
-			s.end(res.reason, true)
+			s.end(res.outcome())
 			return
 		}
 		last = res
@@ -285,11 +296,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, q wa
 		s.reject(w, http.StatusBadRequest, ReasonTooLong, last.msg)
 		return
 	}
-	reason := ReasonOverloaded
-	if last.neverSent {
-		reason = ReasonUnreachable
-	}
-	s.end(reason, false)
+	s.end(last.refusedReason(), false)
 	if last.retryAfter != "" {
 		w.Header().Set("Retry-After", last.retryAfter)
 	} else {
@@ -635,3 +642,38 @@ func (s *Server) anotherFits(b target, q want) bool {
 
 // sseError starts an in-stream error event.
 var sseError = []byte(`data: {"error"`)
+
+// outcome is how a request the client got an answer for ended: its reason,
+// and whether that is a failure. A backend's final 4xx answer is the
+// request's own fault (a bad model name, a prompt the engine refuses), so a
+// rejection labelled by what it was, never a backend failure; a 5xx is.
+func (r *attemptResult) outcome() (reason string, failed bool) {
+	if r.reason != ReasonBackendStatus || r.status < 400 || r.status >= 500 {
+		return r.reason, r.reason != ""
+	}
+	switch r.status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return ReasonBadRequest, false
+	case http.StatusNotFound:
+		return ReasonNotFound, false
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return ReasonEngineAuth, false
+	}
+	return ReasonClientError, false
+}
+
+// refusedReason says why the last attempt of a request every backend
+// refused before its first byte was refused: unreachable gateways, engines
+// their gateways could not reach (502, 504), a connection that broke, or
+// overload (429, 503).
+func (r *attemptResult) refusedReason() string {
+	switch {
+	case r.neverSent:
+		return ReasonUnreachable
+	case r.status == http.StatusBadGateway || r.status == http.StatusGatewayTimeout:
+		return ReasonEngineUnreachable
+	case r.status == 0:
+		return ReasonBackendError
+	}
+	return ReasonOverloaded
+}
