@@ -216,6 +216,7 @@ func (t *table) knows(model string) (bool, []string) {
 // simply not found.
 func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, q want, stream bool) {
 	session, prompt, tokens := q.session, q.prompt, q.tokens
+	arrived := time.Now()
 	ctx := r.Context()
 	if s.cfg.Local != nil { // an in-process gateway need not read the body again
 		ctx = openai.WithRead(ctx, openai.Read{Prompt: prompt, Session: session})
@@ -263,8 +264,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, q wa
 		if h := s.cfg.Hooks.Dispatch; h != nil {
 			h(DispatchEvent{At: time.Now(), Router: s.cfg.ID, Backend: b.name, Session: session, Tokens: tokens})
 		}
-		res := s.attempt(ctx, w, r, b, body, stream, q)
+		tw := &timingWriter{ResponseWriter: w}
+		model := s.met.lat.model(tbl, q.model)
+		if stream {
+			tw.itl = s.met.lat.itl.WithLabelValues(b.name, model)
+		}
+		res := s.attempt(ctx, tw, r, b, body, stream, q)
 		if res.done {
+			s.met.lat.observe(tw, arrived, b.name, model)
 			s.report(b, res, tokens)
 			s.settleStatic(b)
 			s.end(res.outcome())

@@ -484,6 +484,9 @@ func (s *Server) remove(id rcore.BackendID) {
 	if err != nil {
 		s.log.Error("removing a backend the core does not know", "id", id, "err", err)
 	}
+	if b, ok := s.backends[id]; ok {
+		s.met.lat.forget(b.name)
+	}
 	delete(s.backends, id)
 	s.publish()
 	s.outBuf = out
