@@ -93,12 +93,12 @@ func apiErrors(mux *http.ServeMux) http.Handler {
 		}
 		rec := &statusRecorder{header: http.Header{}}
 		h.ServeHTTP(rec, r) // the mux's own 404 or 405, for its status and Allow
-		switch {
-		case rec.status == http.StatusMethodNotAllowed:
+		switch rec.status {
+		case http.StatusMethodNotAllowed:
 			w.Header().Set("Allow", rec.header.Get("Allow"))
 			openai.WriteError(w, http.StatusMethodNotAllowed, "MethodNotAllowedError",
 				fmt.Sprintf("router: %s %s is not allowed; allowed: %s", r.Method, r.URL.Path, rec.header.Get("Allow")))
-		case rec.status == http.StatusNotFound:
+		case http.StatusNotFound:
 			openai.WriteError(w, http.StatusNotFound, "NotFoundError",
 				fmt.Sprintf("router: no route for %s %s", r.Method, r.URL.Path))
 		default: // a redirect (a path to clean): the mux's answer as it is
