@@ -1,6 +1,7 @@
 package router
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -121,5 +122,34 @@ func TestKnowsAndOthersFit(t *testing.T) {
 	}
 	if err := r.SetModels(0, 1, nil); err != nil || !r.Knows("m3") {
 		t.Errorf("a backend that lists no model takes every model: %v", err)
+	}
+}
+
+// BenchmarkRouteByModel is one placement over 64 backends, half serving
+// each of two models: with the model filter, and without a model.
+func BenchmarkRouteByModel(b *testing.B) {
+	for _, model := range []string{"", "m1"} {
+		b.Run("model="+model, func(b *testing.B) {
+			rb := make([]Backend, 64)
+			bs := make([]policy.Backend, len(rb))
+			for i := range rb {
+				name := fmt.Sprintf("b%d", i)
+				rb[i] = Backend{Name: name, Capacity: 1 << 20, Models: []string{[]string{"m1", "m2"}[i%2]}}
+				bs[i] = policy.Backend{Name: name, Key: policy.KeyOf(name)}
+			}
+			p, err := policy.NewRegistry().New("pulsar-waw", policy.DefaultParams(), bs, rand.New(rand.NewPCG(1, 2)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			r, err := New(0, p, rb)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for i := range b.N {
+				d := r.Route(0, uint64(i), Ask{Session: uint64(i), Model: model})
+				r.Undispatch(d.Backend)
+			}
+		})
 	}
 }
