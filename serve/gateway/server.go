@@ -382,6 +382,8 @@ func (s *Server) newAPI() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
 	mux.HandleFunc("POST /v1/completions", s.complete)
+	mux.HandleFunc("POST /v1/responses", s.complete)
+	mux.HandleFunc("POST /v1/embeddings", s.complete)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /health", s.health)
 	mux.Handle("GET /metrics", s.guardInfo(s.met.handler()))
