@@ -53,6 +53,10 @@ type BackendFileSpec struct {
 	Profile string `yaml:"profile"`
 	// Count, when set, makes this entry a group of Count backends.
 	Count int `yaml:"count,omitempty"`
+	// Models are the models the backend serves, as its /v1/models would
+	// list them (none: every model); the simulator places each session by
+	// its model (sim.BackendSpec.Models).
+	Models []string `yaml:"models"`
 }
 
 // defaultFleet holds every default a file may leave out.
@@ -249,11 +253,14 @@ func (f *Fleet) SimConfig(run Run, reg *policy.Registry) (sim.Config, error) {
 			if b.Name == "" {
 				errs = append(errs, fmt.Errorf("region %q: backend %d has no name", r.Name, k+1))
 			}
+			if err := checkModels(b); err != nil {
+				errs = append(errs, fmt.Errorf("region %q: %w", r.Name, err))
+			}
 			p := def
 			if b.Profile != "" {
 				p = profile(fmt.Sprintf("backend %q", b.Name), b.Profile)
 			}
-			cfg.Backends = append(cfg.Backends, sim.BackendSpec{Name: b.Name, Region: i, Workers: b.GPUs, Profile: p})
+			cfg.Backends = append(cfg.Backends, sim.BackendSpec{Name: b.Name, Region: i, Workers: b.GPUs, Profile: p, Models: b.Models})
 		}
 	}
 	// A round trip given in one direction only holds both ways.
@@ -310,4 +317,23 @@ func LoadProfile(nameOrPath string) (engine.Profile, error) {
 		return engine.Profile{}, fmt.Errorf("profile file %s: %w", nameOrPath, err)
 	}
 	return p, nil
+}
+
+// Bounds of a backend's models: what a gateway's stats may carry.
+const maxModels, maxModelName = 64, 256
+
+// checkModels reports what is wrong with a backend's models: each a
+// distinct, non-empty id of at most maxModelName bytes, at most maxModels.
+func checkModels(b BackendFileSpec) error {
+	if len(b.Models) > maxModels {
+		return fmt.Errorf("backend %q: %d models, at most %d", b.Name, len(b.Models), maxModels)
+	}
+	seen := make(map[string]bool, len(b.Models))
+	for _, m := range b.Models {
+		if m == "" || len(m) > maxModelName || seen[m] {
+			return fmt.Errorf("backend %q: model %q is empty, longer than %d bytes or listed twice; give each model id once, as its /v1/models lists it", b.Name, m, maxModelName)
+		}
+		seen[m] = true
+	}
+	return nil
 }

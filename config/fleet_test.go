@@ -243,6 +243,16 @@ func TestErrors(t *testing.T) {
 			want: []string{`unknown class "chat"`, "baseline_mixed"},
 		},
 		{
+			name: "model listed twice",
+			yaml: "regions:\n  - name: a\n    routers: 1\n    backends:\n      - {name: a-0, gpus: 1, models: [m1, m1]}\n",
+			want: []string{`backend "a-0": model "m1"`, "listed twice"},
+		},
+		{
+			name: "empty model",
+			yaml: "regions:\n  - name: a\n    routers: 1\n    backends:\n      - {name: a-0, gpus: 1, models: [\"\"]}\n",
+			want: []string{`backend "a-0": model ""`},
+		},
+		{
 			name: "negative cool-down",
 			yaml: oneRegion,
 			run:  &Run{Policy: "waw", RPS: 1, Measure: time.Second, Cooldown: -time.Second},
@@ -478,5 +488,24 @@ func TestPartialSections(t *testing.T) {
 	}
 	if f.Name != "other" {
 		t.Errorf("name %q, want other", f.Name)
+	}
+}
+
+// A backend's models reach the simulator's backend; a backend without
+// models: takes every model.
+func TestFleetModels(t *testing.T) {
+	f, err := Parse("test.yaml", []byte("regions:\n  - name: a\n    routers: 1\n    backends:\n      - {name: a-0, gpus: 1, models: [llama-8b, llama-8b-sql-lora]}\n      - {name: a-1, gpus: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.SimConfig(studyRun, policy.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Backends[0].Models; !reflect.DeepEqual(got, []string{"llama-8b", "llama-8b-sql-lora"}) {
+		t.Errorf("a-0's models %v", got)
+	}
+	if got := cfg.Backends[1].Models; got != nil {
+		t.Errorf("a-1's models %v, want none", got)
 	}
 }

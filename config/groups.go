@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -59,7 +60,9 @@ func (f *Fleet) ExpandGroups() error {
 				continue
 			}
 			for i := range b.Count {
-				out = append(out, BackendFileSpec{Name: strings.ReplaceAll(b.Name, GroupIndex, strconv.Itoa(i)), GPUs: b.GPUs, Profile: b.Profile})
+				e := b // every field of the group, models included
+				e.Name, e.Count, e.Models = strings.ReplaceAll(b.Name, GroupIndex, strconv.Itoa(i)), 0, slices.Clone(b.Models)
+				out = append(out, e)
 			}
 		}
 		r.Backends = out

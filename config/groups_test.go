@@ -200,3 +200,27 @@ func FuzzExpandGroups(f *testing.F) {
 		}
 	})
 }
+
+// TestGroupsKeepModels: every backend a group expands to serves the group's
+// models, each with its own copy of the list.
+func TestGroupsKeepModels(t *testing.T) {
+	yaml := "regions:\n  - name: a\n    routers: 1\n    rtt_ms: {a: 1}\n    backends:\n" +
+		"      - {name: \"g-{i}\", gpus: 8, count: 2, models: [m1, m2]}\n"
+	f, err := Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := f.Regions[0].Backends
+	if len(bs) != 2 {
+		t.Fatalf("%d backends, want 2", len(bs))
+	}
+	for _, b := range bs {
+		if fmt.Sprint(b.Models) != "[m1 m2]" {
+			t.Errorf("backend %s serves %v, want [m1 m2]", b.Name, b.Models)
+		}
+	}
+	bs[0].Models[0] = "changed"
+	if bs[1].Models[0] != "m1" {
+		t.Error("the group's backends share one models list")
+	}
+}

@@ -18,5 +18,9 @@
 // after a refusal before its first byte, shared by the live router and the
 // simulator.
 //
+// Placement is model-aware (Serves): a request that names a model goes only
+// to the backends whose /v1/models lists it, or that list none; the policy
+// weighs those as a pool of their own.
+//
 // A Router is not safe for concurrent use; time is passed in by the caller.
 package router

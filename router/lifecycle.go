@@ -265,14 +265,25 @@ func (r *Router) OnProbe(now time.Duration, id BackendID, rtt time.Duration) {
 	r.views[b].Path = l.path.Path(now)
 }
 
-// hideIncapable marks ineligible, for one pick, the eligible backends whose
-// known limit the request exceeds, if another eligible backend fits it; it
-// returns them so that decide can restore them.
-func (r *Router) hideIncapable(req *policy.Request) []int {
+// hideIncapable marks ineligible, for one pick, the eligible backends that
+// do not serve model (always: the model's backends are a pool of their own),
+// then those of the rest whose known limit the request exceeds, if another
+// eligible backend of the pool fits it; it returns them so that decide can
+// restore them.
+func (r *Router) hideIncapable(req *policy.Request, model string) []int {
 	r.hidden = r.hidden[:0]
+	if model != "" {
+		for i := range r.views {
+			if r.views[i].Eligible && !Serves(r.models[i], model) {
+				r.views[i].Eligible = false
+				r.hidden = append(r.hidden, i)
+			}
+		}
+	}
 	if req.Tokens <= 0 || (!r.capAware && !r.cfg.Capability) {
 		return r.hidden
 	}
+	byModel := len(r.hidden)
 	fits := false
 	for i := range r.views {
 		v := &r.views[i]
@@ -286,10 +297,10 @@ func (r *Router) hideIncapable(req *policy.Request) []int {
 		}
 	}
 	if !fits {
-		r.hidden = r.hidden[:0]
+		r.hidden = r.hidden[:byModel]
 		return r.hidden
 	}
-	for _, b := range r.hidden {
+	for _, b := range r.hidden[byModel:] {
 		r.views[b].Eligible = false
 	}
 	return r.hidden

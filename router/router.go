@@ -22,6 +22,9 @@ type Backend struct {
 	Capacity int
 	// MaxModelLen is the backend's limit from /v1/models; zero: unknown.
 	MaxModelLen int
+	// Models are the model ids its /v1/models lists (LoRA adapters
+	// included); none means it takes every model (see Serves).
+	Models []string
 }
 
 // BackendID names a backend at a router for its whole life: it never changes
@@ -57,6 +60,10 @@ type Ask struct {
 	// before its first byte; see Retry): the policy skips them. IDs the
 	// router no longer knows are ignored.
 	Exclude []BackendID
+	// Model is the request's model ("": any backend may take it). Only the
+	// backends that serve it (Serves) are candidates, and the policy
+	// weighs them as a pool of their own.
+	Model string
 }
 
 // Outcome is a decision about a request that was waiting.
@@ -69,6 +76,7 @@ type waiter struct {
 	id    uint64
 	req   policy.Request // QueuedAt and Exclude are positions, kept current by Remove
 	until time.Duration
+	model string
 }
 
 // Router is one router replica.
@@ -80,6 +88,7 @@ type Router struct {
 	// when a backend is removed; IDs do not.
 	ids        []BackendID
 	names      []string
+	models     [][]string
 	views      []policy.View
 	lastSeq    []uint64
 	dispatched []uint64
@@ -138,6 +147,7 @@ func (r *Router) append(now time.Duration, b Backend) BackendID {
 	r.pos[id] = i
 	r.ids = append(r.ids, id)
 	r.names = append(r.names, b.Name)
+	r.models = append(r.models, slices.Clone(b.Models))
 	r.views = append(r.views, policy.View{Index: i, Key: policy.KeyOf(b.Name), Capacity: b.Capacity, Eligible: true,
 		State: telemetry.Ready, MaxModelLen: b.MaxModelLen})
 	r.lastSeq = append(r.lastSeq, 0)
@@ -203,6 +213,7 @@ func (r *Router) Remove(now time.Duration, id BackendID, out []Outcome) ([]Outco
 	delete(r.pos, id)
 	r.ids = slices.Delete(r.ids, p, p+1)
 	r.names = slices.Delete(r.names, p, p+1)
+	r.models = slices.Delete(r.models, p, p+1)
 	r.views = slices.Delete(r.views, p, p+1)
 	r.lastSeq = slices.Delete(r.lastSeq, p, p+1)
 	r.dispatched = slices.Delete(r.dispatched, p, p+1)
@@ -295,7 +306,7 @@ func (r *Router) SetEligible(id BackendID, ok bool) {
 // later through OnStats, OnTimer, Add or Remove.
 func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 	r.Expire(now)
-	w := waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens}}
+	w := waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens}, model: q.Model}
 	if len(q.Exclude) > 0 {
 		w.req.Exclude = make([]int, 0, len(q.Exclude))
 		for _, x := range q.Exclude {
@@ -317,7 +328,7 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 		return Decision{Kind: policy.Reject, Backend: NoBackend, Reason: "no backends"}
 	}
 	r.refreshErrors(now)
-	hidden := r.hideIncapable(&w.req)
+	hidden := r.hideIncapable(&w.req, w.model)
 	d := r.pol.Pick(now, &w.req, r.views)
 	for _, b := range hidden {
 		r.views[b].Eligible = true
@@ -354,13 +365,16 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 // OthersFit reports whether a backend other than id may hold a request of
 // tokens, by the limits this router knows (advertised or learned); an id
 // the router does not know (NoBackend, or one removed) excludes none.
-func (r *Router) OthersFit(id BackendID, tokens int) bool {
+func (r *Router) OthersFit(id BackendID, tokens int) bool { return r.OthersFitModel(id, tokens, "") }
+
+// OthersFitModel is OthersFit among the backends that serve model.
+func (r *Router) OthersFitModel(id BackendID, tokens int, model string) bool {
 	b, ok := r.position(id)
 	if !ok {
 		b = -1
 	}
 	for i := range r.views {
-		if i != b && (r.views[i].MaxModelLen == 0 || tokens <= r.views[i].MaxModelLen) {
+		if i != b && Serves(r.models[i], model) && (r.views[i].MaxModelLen == 0 || tokens <= r.views[i].MaxModelLen) {
 			return true
 		}
 	}

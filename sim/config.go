@@ -39,6 +39,11 @@ type BackendSpec struct {
 	MaxModelLen int
 	// Pool is the backend's index in Config.Pools (0 without pools).
 	Pool int
+	// Models are the models the backend serves (none: every model). When
+	// any backend names models, each session asks for one of all the
+	// models named, by its key, and the routers place it by model
+	// (router.Serves); otherwise sessions name none and nothing changes.
+	Models []string
 }
 
 // Pool is a set of backends that take requests up to a length. With pools,
@@ -224,6 +229,11 @@ func (c *Config) Validate(reg *policy.Registry) error {
 		}
 		if err := b.Profile.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("backend %q: %w", b.Name, err))
+		}
+		for _, m := range b.Models {
+			if m == "" {
+				errs = append(errs, fmt.Errorf("backend %q: a model name is empty", b.Name))
+			}
 		}
 	}
 	if reg != nil && !reg.Has(c.Policy) {

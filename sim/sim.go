@@ -93,6 +93,9 @@ type Dispatch struct {
 	Router  int    `json:"router"`
 	Backend int    `json:"backend"`
 	Tokens  int    `json:"tokens"`
+	// Model is the model its session asks for (none when no backend names
+	// models).
+	Model string `json:"model,omitempty"`
 	// Misroute: the backend could not serve it when it was sent (killed,
 	// hung, or the request exceeded its context limit).
 	Misroute bool `json:"misroute"`
@@ -326,6 +329,9 @@ type simulation struct {
 	// local[b] is backend b's index in its pool.
 	members [][]int
 	local   []int
+	// models are the models any backend names, sorted (none: sessions name
+	// no model).
+	models []string
 
 	// Open loop (Config.Requests): the next request to arrive, the measured
 	// turns not yet ended, when arrivals stop, and the workers' totals at the end
@@ -437,8 +443,11 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		}
 		s.backends = append(s.backends, bs)
 		pbs[spec.Pool] = append(pbs[spec.Pool], policy.Backend{Name: spec.Name, Key: policy.KeyOf(spec.Name)})
-		rbs[spec.Pool] = append(rbs[spec.Pool], router.Backend{Name: spec.Name, Capacity: gw.Capacity(), MaxModelLen: spec.MaxModelLen})
+		rbs[spec.Pool] = append(rbs[spec.Pool], router.Backend{Name: spec.Name, Capacity: gw.Capacity(), MaxModelLen: spec.MaxModelLen, Models: spec.Models})
+		s.models = append(s.models, spec.Models...)
 	}
+	slices.Sort(s.models)
+	s.models = slices.Compact(s.models)
 	s.byRegion = make([][]int, len(cfg.Regions))
 	for ri, region := range cfg.Regions {
 		for range region.Routers {
@@ -584,7 +593,7 @@ func (s *simulation) handle(e *event) error {
 				s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(client.TooLong)})
 				break
 			}
-			d := rs.subs[a.pool].Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens()})
+			d := rs.subs[a.pool].Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens(), Model: s.modelOf(a.sess)})
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
 			s.markWeights(a.router)
@@ -859,7 +868,7 @@ func (s *simulation) apply(a *attempt, d policy.Decision) {
 		s.q.push(event{at: s.now + lat, kind: evGatewayArrive, id: a.id})
 		if s.cfg.RecordDispatches {
 			f := &s.backends[d.Backend].fault
-			s.dispatches = append(s.dispatches, Dispatch{At: s.now, Session: a.sess.turn.Record.Session, Router: a.router, Backend: d.Backend, Tokens: a.tokens(),
+			s.dispatches = append(s.dispatches, Dispatch{At: s.now, Session: a.sess.turn.Record.Session, Router: a.router, Backend: d.Backend, Tokens: a.tokens(), Model: s.modelOf(a.sess),
 				Misroute: f.dead || f.hung || (f.limit > 0 && a.tokens() > f.limit)})
 		}
 	case policy.Wait:
@@ -957,7 +966,7 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 	case client.Invalid:
 		// The simulated gateway refuses it before counting it (the live one
 		// counts it, then reports it done): either way nothing stays pending.
-		ref = router.Refusal{Kind: router.TooLong, Uncounted: true, OthersFit: sub.OthersFit(id, a.tokens())}
+		ref = router.Refusal{Kind: router.TooLong, Uncounted: true, OthersFit: sub.OthersFitModel(id, a.tokens(), s.modelOf(a.sess))}
 	}
 	step := a.retry.Refused(id, ref)
 	if step.Report {
@@ -981,7 +990,7 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 	}
 	a.told, a.refusal = true, f
 	if step.Again {
-		if d := sub.Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens(), Exclude: a.retry.Exclude()}); d.Kind != policy.Reject {
+		if d := sub.Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens(), Exclude: a.retry.Exclude(), Model: s.modelOf(a.sess)}); d.Kind != policy.Reject {
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
 			s.markWeights(a.router)
@@ -1440,4 +1449,14 @@ func pct(num, den float64) float64 {
 		return 0
 	}
 	return 100 * num / den
+}
+
+// modelOf is the model session ss asks for: one of the models the fleet's
+// backends name, by its key (no draw from the run's random streams, so a
+// fleet that names none runs as before), or none.
+func (s *simulation) modelOf(ss *session) string {
+	if len(s.models) == 0 {
+		return ""
+	}
+	return s.models[ss.key%uint64(len(s.models))]
 }

@@ -151,7 +151,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, chat bool) (subm
 	if chat {
 		prefix = "chatcmpl"
 	}
-	out := response{chat: chat, id: fmt.Sprintf("%s-%d", prefix, id),
+	out := response{chat: chat, id: fmt.Sprintf("%s-%s%d", prefix, s.idTag, id),
 		created: time.Now().Unix(), model: s.cfg.Model, seed: s.cfg.Seed, promptHash: hashString(all), prompt: prompt}
 	if req.Stream {
 		s.streamOut(w, r, st, &out, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, arrived)

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	crand "crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"math/rand/v2"
 
@@ -112,7 +114,10 @@ type Server struct {
 	cl     *cluster.Backend
 	active map[uint64]*stream
 	nextID uint64
-	poke   chan struct{}
+	// idTag starts every completion id after its kind: random per process,
+	// so that engines behind one router never repeat each other's ids.
+	idTag string
+	poke  chan struct{}
 	// stopped closes when Run returns: handlers stop waiting for steps.
 	stopped chan struct{}
 	metrics *metrics
@@ -162,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, start: time.Now(), cl: cl, active: make(map[uint64]*stream),
 		poke: make(chan struct{}, 1), stopped: make(chan struct{})}
 	s.metrics = newMetrics(s)
+	s.idTag = randomTag()
 	s.lastBusy = make([]time.Duration, cfg.GPUs)
 	s.faults = faultState{Faults: cfg.Faults, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6661756c74))}
 	s.applyThermal(0)
@@ -381,4 +387,11 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 		"data": []map[string]any{{"id": s.cfg.Model, "object": "model", "created": s.start.Unix(), "owned_by": owner,
 			"root": s.cfg.Model, "parent": nil, "max_model_len": s.cfg.MaxModelLen}},
 	})
+}
+
+// randomTag is 8 random hex digits.
+func randomTag() string {
+	var b [4]byte
+	_, _ = crand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
 }

@@ -51,6 +51,12 @@ type Options struct {
 	Hooks func(router int) router.Hooks
 	// Console turns on every router's operator console (router.Config.Console).
 	Console bool
+	// Compat is the engines' behaviour (engine.CompatVLLM: like a real vLLM,
+	// one worker per URL); MaxModelLen, if > 0, their context limit.
+	Compat      engine.Compat
+	MaxModelLen int
+	// OpenInfo serves the gateways' /metrics to anyone (scrapers).
+	OpenInfo bool
 }
 
 // Fleet is a running fleet.
@@ -144,6 +150,13 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		ec := engine.DefaultConfig()
 		ec.ID, ec.GPUs, ec.Profile, ec.Model, ec.Seed, ec.Key = b.Name, b.Workers, b.Profile, engine.DefaultModel, opts.Seed, key
 		ec.MaxModelLen = min(b.Profile.KVTokens, MaxModelLen)
+		if opts.MaxModelLen > 0 {
+			ec.MaxModelLen = opts.MaxModelLen
+		}
+		if len(b.Models) > 0 { // a mock engine serves one model
+			ec.Model = b.Models[0]
+		}
+		ec.Compat = opts.Compat
 		es, err := engine.New(ec)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: backend %s: %w", b.Name, err)
@@ -168,6 +181,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 			gc.Slots.MaxInflightPerWorker = cfg.Gateway.SlotsPerWorker // the simulator's slots per worker
 		}
 		gc.Logger, gc.ObserveQueue = opts.Logger, opts.ObserveQueue
+		gc.OpenInfo = opts.OpenInfo
 		gs, err := gateway.New(gc)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: backend %s: %w", b.Name, err)

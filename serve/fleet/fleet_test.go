@@ -92,12 +92,14 @@ func TestOpenAIClientThroughFleet(t *testing.T) {
 	if n := f.Routers[0].Links(); n == 0 {
 		t.Error("the router reached no gateway over a link")
 	}
-	// A prompt longer than every backend's context: a 400 the client must not retry.
+	// A prompt longer than every backend's context: the engine's own 400
+	// (the router never refuses on its estimate alone), which the client
+	// must not retry.
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{}
 	params.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage(strings.Repeat("long ", 110_000))}
 	_, err = client.Chat.Completions.New(ctx, params)
 	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "longest context") {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "maximum context length") {
 		t.Errorf("over-long request: %v", err)
 	}
 }

@@ -114,6 +114,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		prompt, lead, _, err := req.PromptTokens(chat)
+		if passthrough(r.URL.Path) { // read no further than its model: its tokens estimated from its bytes
+			prompt, lead, err = openai.CountTokens(string(body)), r.URL.Path, nil
+		}
 		if err != nil {
 			s.rejectNow(w, http.StatusBadRequest, ReasonBadRequest, err.Error(), 0)
 			return
@@ -398,4 +401,12 @@ func (s *Server) routerIndex(name string) int {
 	i = len(s.routerIx)
 	s.routerIx[name] = i
 	return i
+}
+
+// passthrough reports whether path is a model-bearing POST the gateway
+// proxies unchanged without reading its prompt (/v1/responses,
+// /v1/embeddings): admitted like a completion, its tokens estimated from
+// its bytes.
+func passthrough(path string) bool {
+	return path != "/v1/chat/completions" && path != "/v1/completions"
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -192,6 +193,8 @@ type waiter struct {
 type engineInfo struct {
 	models      []string
 	maxModelLen int
+	// ownedBy is the owned_by of the engine's first model ("" if none).
+	ownedBy     string
 	metrics     wire.EngineMetrics
 	scrapedAt   time.Time
 	hardwareErr string
@@ -347,10 +350,16 @@ func (s *Server) fetchModels(ctx context.Context) ([]string, int, error) {
 		Data []struct {
 			ID          string `json:"id"`
 			MaxModelLen int    `json:"max_model_len"`
+			OwnedBy     string `json:"owned_by"`
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&list); err != nil {
 		return nil, 0, fmt.Errorf("/v1/models is not a model list: %w", err)
+	}
+	if len(list.Data) > 0 && len(list.Data[0].OwnedBy) <= 256 {
+		s.mu.Lock()
+		s.engine.ownedBy = list.Data[0].OwnedBy
+		s.mu.Unlock()
 	}
 	var models []string
 	maxLen := 0
@@ -374,6 +383,8 @@ func (s *Server) newAPI() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
 	mux.HandleFunc("POST /v1/completions", s.complete)
+	mux.HandleFunc("POST /v1/responses", s.complete)
+	mux.HandleFunc("POST /v1/embeddings", s.complete)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /health", s.health)
 	mux.Handle("GET /metrics", s.guardInfo(s.met.handler()))
@@ -395,11 +406,11 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	models, maxLen := s.engine.models, s.engine.maxModelLen
+	models, maxLen, owner := s.engine.models, s.engine.maxModelLen, cmp.Or(s.engine.ownedBy, "stargate")
 	s.mu.Unlock()
 	data := make([]map[string]any, len(models))
 	for i, m := range models {
-		data[i] = map[string]any{"id": m, "object": "model", "owned_by": "stargate", "max_model_len": maxLen}
+		data[i] = map[string]any{"id": m, "object": "model", "owned_by": owner, "max_model_len": maxLen}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }

@@ -89,7 +89,7 @@ func (l *Local) enter(backendURL string, paths *netsim.Transport) (h http.Handle
 // is held back, as attempt reads it before writing anything, and everything
 // else goes to the client as the gateway writes it, flushed when the gateway
 // flushes.
-func (s *Server) attemptLocal(ctx context.Context, w http.ResponseWriter, up *http.Request, h http.Handler, b target, stream bool, tokens int) (res *attemptResult) {
+func (s *Server) attemptLocal(ctx context.Context, w http.ResponseWriter, up *http.Request, h http.Handler, b target, stream bool, q want) (res *attemptResult) {
 	if h == nil {
 		return &attemptResult{neverSent: true, msg: fmt.Sprintf("backend %s: the in-process gateway is closed", b.name)}
 	}
@@ -118,7 +118,7 @@ func (s *Server) attemptLocal(ctx context.Context, w http.ResponseWriter, up *ht
 		lr.WriteHeader(http.StatusOK)
 	}
 	if lr.held {
-		if res := s.refusal(b, lr.status, lr.header.Get("Retry-After"), lr.body, tokens); res != nil {
+		if res := s.refusal(b, lr.status, lr.header.Get("Retry-After"), lr.body, q); res != nil {
 			return res
 		}
 		lr.commit()

@@ -7,11 +7,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-type metrics struct{ reg *prometheus.Registry }
+type metrics struct {
+	reg *prometheus.Registry
+	lat *latency
+}
 
 func newMetrics(s *Server) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.reg.MustRegister(collector{s})
+	m.lat = newLatency(m.reg)
 	return m
 }
 

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/stargate-llm/stargate/policy"
@@ -29,6 +31,20 @@ const (
 	ReasonBackendLost     = "backend_lost_mid_stream"
 	ReasonBackendStatus   = "backend_status"
 	ReasonUnreachable     = "backends_unreachable"
+	// ReasonEngineUnreachable: the backends' gateways answered 502 or 504:
+	// their engines did not answer (not overload).
+	ReasonEngineUnreachable = "engine_unreachable"
+	// ReasonBackendError: the connection broke before an answer.
+	ReasonBackendError = "backend_error"
+	// Reasons of a backend's final 4xx answer, the request's own fault and
+	// no backend failure: a 404 (an unknown model or path), a 401 or 403
+	// (the engine refused the credentials), any other 4xx.
+	ReasonNotFound    = "not_found"
+	ReasonEngineAuth  = "engine_auth"
+	ReasonClientError = "client_error"
+	// ReasonUnknownModel: no backend serves the request's model (a 404
+	// from the router; no backend was tried).
+	ReasonUnknownModel = "model_not_found"
 )
 
 // accounting is how the router's requests ended (see wire.Counts), with its
@@ -134,7 +150,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			tokens = prompt + *v
 		}
 	}
-	s.route(w, r, body, session, prompt, tokens, req.Stream)
+	s.route(w, r, body, want{session: session, prompt: prompt, tokens: tokens, model: req.Model}, req.Stream)
 }
 
 // table is the router's backends as one immutable snapshot (see
@@ -150,32 +166,60 @@ type target struct {
 	name, url   string
 	static      bool
 	maxModelLen int
+	models      []string
 }
 
-// tooShort lists the backends whose context is shorter than prompt tokens.
-func (t *table) tooShort(prompt int) []rcore.BackendID {
+// want is what placing a request needs of it: its session, its estimated
+// prompt and total tokens, and its model.
+type want struct {
+	session        uint64
+	prompt, tokens int
+	model          string
+}
+
+// tooShortFor lists the backends of model's pool whose context is shorter
+// than prompt tokens by the router's estimate; none if that is every
+// backend of the pool: the estimate only orders candidates, and the
+// engine's own count decides (its 400 is final).
+func (t *table) tooShortFor(model string, prompt int) []rcore.BackendID {
+	pool := 0
 	var out []rcore.BackendID
 	for _, b := range t.list {
+		if !rcore.Serves(b.models, model) {
+			continue
+		}
+		pool++
 		if b.maxModelLen > 0 && prompt >= b.maxModelLen {
 			out = append(out, b.id)
 		}
 	}
+	if len(out) == pool {
+		return nil
+	}
 	return out
 }
 
-func (t *table) longestContext() int {
-	n := 0
+// knows reports whether a backend serves model (rcore.Serves), and lists
+// the models the backends name.
+func (t *table) knows(model string) (bool, []string) {
+	var names []string
 	for _, b := range t.list {
-		n = max(n, b.maxModelLen)
+		if rcore.Serves(b.models, model) {
+			return true, nil
+		}
+		names = append(names, b.models...)
 	}
-	return n
+	slices.Sort(names)
+	return false, slices.Compact(names)
 }
 
 // route places the request and proxies it, retrying before the first byte on
 // backends not yet tried. It holds no lock across a step and keeps no
 // position: backends are named by ID, and a backend that left meanwhile is
 // simply not found.
-func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, session uint64, prompt, tokens int, stream bool) {
+func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, q want, stream bool) {
+	session, prompt, tokens := q.session, q.prompt, q.tokens
+	arrived := time.Now()
 	ctx := r.Context()
 	if s.cfg.Local != nil { // an in-process gateway need not read the body again
 		ctx = openai.WithRead(ctx, openai.Read{Prompt: prompt, Session: session})
@@ -185,16 +229,18 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		s.reject(w, http.StatusServiceUnavailable, ReasonNoBackend, "no backend has registered yet")
 		return
 	}
-	skip := tbl.tooShort(prompt)
-	if len(skip) == len(tbl.list) {
-		s.reject(w, http.StatusBadRequest, ReasonTooLong, fmt.Sprintf("the prompt has %d tokens; the longest context of any backend is %d", prompt, tbl.longestContext()))
+	if ok, known := tbl.knows(q.model); !ok {
+		s.end(ReasonUnknownModel, false)
+		openai.WriteError(w, http.StatusNotFound, "NotFoundError",
+			fmt.Sprintf("router: the model %q does not exist; this router serves: %s", q.model, strings.Join(known, ", ")))
 		return
 	}
+	skip := tbl.tooShortFor(q.model, prompt)
 	id := s.requestID()
 	retry := rcore.NewRetry(s.cfg.MaxAttempts, skip)
 	var last *attemptResult
 	for again := true; again; {
-		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude()})
+		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude(), Model: q.model})
 		if !ok {
 			s.end(ReasonClientCancelled, true)
 			return
@@ -221,11 +267,17 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		if h := s.cfg.Hooks.Dispatch; h != nil {
 			h(DispatchEvent{At: time.Now(), Router: s.cfg.ID, Backend: b.name, Session: session, Tokens: tokens})
 		}
-		res := s.attempt(ctx, w, r, b, body, stream, tokens)
+		tw := &timingWriter{ResponseWriter: w}
+		model := s.met.lat.model(tbl, q.model)
+		if stream {
+			tw.itl = s.met.lat.itl.WithLabelValues(b.name, model)
+		}
+		res := s.attempt(ctx, tw, r, b, body, stream, q)
 		if res.done {
+			s.met.lat.observe(tw, arrived, b.name, model)
 			s.report(b, res, tokens)
 			s.settleStatic(b)
-			s.end(res.reason, true)
+			s.end(res.outcome())
 			return
 		}
 		last = res
@@ -254,11 +306,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, sess
 		s.reject(w, http.StatusBadRequest, ReasonTooLong, last.msg)
 		return
 	}
-	reason := ReasonOverloaded
-	if last.neverSent {
-		reason = ReasonUnreachable
-	}
-	s.end(reason, false)
+	s.end(last.refusedReason(), false)
 	if last.retryAfter != "" {
 		w.Header().Set("Retry-After", last.retryAfter)
 	} else {
@@ -441,14 +489,14 @@ func (s *Server) report(b target, res *attemptResult, tokens int) {
 	s.core.OnResult(s.now(), b.id, r)
 }
 
-func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Request, b target, body []byte, stream bool, tokens int) *attemptResult {
+func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Request, b target, body []byte, stream bool, q want) *attemptResult {
 	up, err := s.upstream(ctx, r, b, body)
 	if err != nil {
 		return &attemptResult{neverSent: true, msg: err.Error()}
 	}
 	if l := s.cfg.Local; l != nil {
 		if h, ok := l.enter(b.url, s.paths); ok {
-			return s.attemptLocal(ctx, w, up, h, b, stream, tokens)
+			return s.attemptLocal(ctx, w, up, h, b, stream, q)
 		}
 	}
 	resp, err := s.client.Do(up)
@@ -460,7 +508,7 @@ func (s *Server) attempt(ctx context.Context, w http.ResponseWriter, r *http.Req
 	defer resp.Body.Close()
 	if mayRefuse(resp.StatusCode) {
 		head, _ := io.ReadAll(io.LimitReader(resp.Body, maxHeldBody))
-		if res := s.refusal(b, resp.StatusCode, resp.Header.Get("Retry-After"), head, tokens); res != nil {
+		if res := s.refusal(b, resp.StatusCode, resp.Header.Get("Retry-After"), head, q); res != nil {
 			return res
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(head))
@@ -535,13 +583,13 @@ const maxHeldBody, maxRefusal = 8192, 2048
 // the client gets it: a 400 that is not a context-length refusal, or one
 // that no other backend fits. A context-length refusal teaches the router
 // the backend's limit.
-func (s *Server) refusal(b target, status int, retryAfter string, head []byte, tokens int) *attemptResult {
+func (s *Server) refusal(b target, status int, retryAfter string, head []byte, q want) *attemptResult {
 	msg := bytes.TrimSpace(head)
 	if status != http.StatusBadRequest {
 		return &attemptResult{status: status, retryAfter: retryAfter,
 			msg: fmt.Sprintf("backend %s: %d %s: %s", b.name, status, http.StatusText(status), msg[:min(len(msg), maxRefusal)])}
 	}
-	if limit := openai.ContextLimit(msg); limit >= 0 && s.anotherFits(b, tokens) {
+	if limit := openai.ContextLimit(msg); limit >= 0 && s.anotherFits(b, q) {
 		return &attemptResult{status: status, limit: limit, msg: fmt.Sprintf("backend %s: %s", b.name, msg)}
 	}
 	return nil
@@ -596,11 +644,46 @@ func (r attemptResult) end(reason string) *attemptResult {
 
 // anotherFits reports whether a backend other than b may take a request of
 // tokens, by the limits the router core knows (the simulator asks the same).
-func (s *Server) anotherFits(b target, tokens int) bool {
+func (s *Server) anotherFits(b target, q want) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.core.OthersFit(b.id, tokens) // b gone: any backend is another
+	return s.core.OthersFitModel(b.id, q.tokens, q.model) // b gone: any backend is another
 }
 
 // sseError starts an in-stream error event.
 var sseError = []byte(`data: {"error"`)
+
+// outcome is how a request the client got an answer for ended: its reason,
+// and whether that is a failure. A backend's final 4xx answer is the
+// request's own fault (a bad model name, a prompt the engine refuses), so a
+// rejection labelled by what it was, never a backend failure; a 5xx is.
+func (r *attemptResult) outcome() (reason string, failed bool) {
+	if r.reason != ReasonBackendStatus || r.status < 400 || r.status >= 500 {
+		return r.reason, r.reason != ""
+	}
+	switch r.status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return ReasonBadRequest, false
+	case http.StatusNotFound:
+		return ReasonNotFound, false
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return ReasonEngineAuth, false
+	}
+	return ReasonClientError, false
+}
+
+// refusedReason says why the last attempt of a request every backend
+// refused before its first byte was refused: unreachable gateways, engines
+// their gateways could not reach (502, 504), a connection that broke, or
+// overload (429, 503).
+func (r *attemptResult) refusedReason() string {
+	switch {
+	case r.neverSent:
+		return ReasonUnreachable
+	case r.status == http.StatusBadGateway || r.status == http.StatusGatewayTimeout:
+		return ReasonEngineUnreachable
+	case r.status == 0:
+		return ReasonBackendError
+	}
+	return ReasonOverloaded
+}

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +32,10 @@ type StaticBackend struct {
 	Name     string
 	URL      string
 	Capacity int
+	// Models are the models it serves (none: every model), MaxModelLen
+	// its context limit (0: unknown), as its /v1/models would list them.
+	Models      []string
+	MaxModelLen int
 }
 
 // Config describes one router replica.
@@ -208,6 +214,7 @@ type Server struct {
 	core     *rcore.Router
 	waits    map[uint64]*waitEntry
 	nextID   uint64
+	created  map[string]int64 // when each model was first listed (modelCreated)
 	counts   accounting
 	outBuf   []rcore.Outcome
 	timerSet chan struct{}
@@ -252,7 +259,7 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	var static []*backend
 	for _, b := range cfg.Static {
 		static = append(static, &backend{name: b.Name, url: backendURL(b.URL), static: true,
-			last: wire.Stats{Backend: b.Name, Capacity: b.Capacity}, lastSeen: time.Now()})
+			last: wire.Stats{Backend: b.Name, Capacity: b.Capacity, Models: b.Models, MaxModelLen: b.MaxModelLen}, lastSeen: time.Now()})
 	}
 	if len(static) > 0 {
 		if err := s.build(static); err != nil {
@@ -425,7 +432,7 @@ func (s *Server) add(b *backend) error {
 	if s.core == nil {
 		return s.build([]*backend{b})
 	}
-	rb := rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen}
+	rb := rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen, Models: b.last.Models}
 	id, out, err := s.core.Add(s.now(), rb, s.outBuf[:0])
 	if err != nil {
 		return fmt.Errorf("router %s: %w", s.cfg.ID, err)
@@ -445,7 +452,7 @@ func (s *Server) build(bs []*backend) error {
 	rb := make([]rcore.Backend, len(bs))
 	for i, b := range bs {
 		pb[i] = policy.Backend{Name: b.name, Key: policy.KeyOf(b.name)}
-		rb[i] = rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen}
+		rb[i] = rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen, Models: b.last.Models}
 	}
 	pol, err := s.reg.New(s.cfg.Policy, s.cfg.Params, pb, rand.New(rand.NewPCG(s.cfg.Seed, uint64(len(pb)))))
 	if err != nil {
@@ -477,6 +484,9 @@ func (s *Server) remove(id rcore.BackendID) {
 	if err != nil {
 		s.log.Error("removing a backend the core does not know", "id", id, "err", err)
 	}
+	if b, ok := s.backends[id]; ok {
+		s.met.lat.forget(b.name)
+	}
 	delete(s.backends, id)
 	s.publish()
 	s.outBuf = out
@@ -491,7 +501,7 @@ func (s *Server) publish() {
 	if s.core != nil {
 		for i := range s.core.Views() {
 			b := s.backends[s.core.ID(i)]
-			tg := target{id: b.id, name: b.name, url: b.url, static: b.static, maxModelLen: b.last.MaxModelLen}
+			tg := target{id: b.id, name: b.name, url: b.url, static: b.static, maxModelLen: b.last.MaxModelLen, models: b.last.Models}
 			t.list = append(t.list, tg)
 			t.byID[b.id] = tg
 		}
@@ -528,6 +538,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
 	mux.HandleFunc("POST /v1/completions", s.complete)
+	mux.HandleFunc(passthroughPattern, s.passthrough)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /health", s.health)
 	mux.Handle("GET /metrics", s.guardInfo(s.met.handler()))
@@ -540,7 +551,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /console", s.guardInfo(http.HandlerFunc(s.serveConsole)))
 		mux.Handle("GET /console/events", s.guardInfo(http.HandlerFunc(s.consoleEvents)))
 	}
-	return s.hideBackend(mux)
+	return s.hideBackend(apiErrors(mux))
 }
 
 // stats takes a gateway's signed stats: it registers the backend on first
@@ -603,7 +614,10 @@ func (s *Server) register(m *wire.Stats, boot string) (status int, err error) {
 		_ = s.core.Restarted(b.id)
 		b.boot = boot
 	}
-	republish := b.url != backendURL(m.URL) || b.last.MaxModelLen != m.MaxModelLen
+	republish := b.url != backendURL(m.URL) || b.last.MaxModelLen != m.MaxModelLen || !slices.Equal(b.last.Models, m.Models)
+	if !slices.Equal(b.last.Models, m.Models) {
+		_ = s.core.SetModels(now, b.id, m.Models)
+	}
 	if b.last.MaxModelLen != m.MaxModelLen {
 		_ = s.core.Advertise(now, b.id, m.MaxModelLen)
 	}
@@ -758,6 +772,9 @@ func boundStats(m *wire.Stats) error {
 	if len(m.URL) > maxStatsURL || len(m.Region) > maxStatsRegion || len(m.Models) > maxStatsModels {
 		return fmt.Errorf("stats of %q: URL, region or model list too long (limits %d, %d bytes, %d models)", m.Backend, maxStatsURL, maxStatsRegion, maxStatsModels)
 	}
+	if len(m.OwnedBy) > maxStatsModel {
+		return fmt.Errorf("stats of %q: owned_by is over %d bytes", m.Backend, maxStatsModel)
+	}
 	for _, name := range m.Models {
 		if len(name) > maxStatsModel {
 			return fmt.Errorf("stats of %q: a model name is over %d bytes", m.Backend, maxStatsModel)
@@ -783,7 +800,7 @@ func checkStats(m *wire.Stats, sender string) error {
 }
 
 func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
-	seen := map[string]int{}
+	seen, owner := map[string]int{}, map[string]string{}
 	var order []string
 	for _, b := range s.Backends() {
 		if b.State != "ready" {
@@ -792,13 +809,17 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
 		for _, m := range b.Stats.Models {
 			if _, ok := seen[m]; !ok {
 				order = append(order, m)
+				owner[m] = cmp.Or(b.Stats.OwnedBy, "stargate")
 			}
 			seen[m] = max(seen[m], b.Stats.MaxModelLen)
 		}
 	}
 	data := make([]map[string]any, len(order))
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i, m := range order {
-		data[i] = map[string]any{"id": m, "object": "model", "owned_by": "stargate", "max_model_len": seen[m]}
+		data[i] = map[string]any{"id": m, "object": "model", "created": s.modelCreated(m, now), "owned_by": owner[m], "max_model_len": seen[m]}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }

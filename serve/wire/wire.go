@@ -39,6 +39,7 @@ type Stats struct {
 	// Models the engine serves and the longest context it takes.
 	Models      []string `json:"models"`
 	MaxModelLen int      `json:"max_model_len"`
+	OwnedBy     string   `json:"owned_by,omitempty"` // the engine's owned_by (vLLM: "vllm")
 	Workers     int      `json:"workers"`
 	Quarantined int      `json:"quarantined_workers"`
 	// Admission state, from the gateway core.
