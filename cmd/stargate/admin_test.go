@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,5 +196,52 @@ func streamAt(t *testing.T, url string) func() {
 			}
 		}
 		resp.Body.Close()
+	}
+}
+
+// TestAdminCredentialsAndTLS: a read of a router that wants a client API key
+// sends --api-key-file's key, and an https service is verified with
+// --tls-ca-file; without them each call fails with one line saying which
+// flag is missing.
+func TestAdminCredentialsAndTLS(t *testing.T) {
+	const key = "client-key-1"
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			http.Error(w, "this endpoint needs an API key", http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write([]byte(`{"router":"router-1","backends":[]}`))
+	})
+	plain := httptest.NewServer(handler)
+	defer plain.Close()
+	secure := httptest.NewTLSServer(handler)
+	defer secure.Close()
+	dir := t.TempDir()
+	keyFile, caFile := filepath.Join(dir, "api-key"), filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: secure.Certificate().Raw})
+	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no api key", []string{"--router", plain.URL, "--format", "json", "backends"}, 1, "needs --api-key-file"},
+		{"api key", []string{"--router", plain.URL, "--api-key-file", keyFile, "--format", "json", "backends"}, 0, `"router": "router-1"`},
+		{"https without the CA", []string{"--router", secure.URL, "--api-key-file", keyFile, "--format", "json", "backends"}, 1, "certificate"},
+		{"https with the CA", []string{"--router", secure.URL, "--api-key-file", keyFile, "--tls-ca-file", caFile, "--format", "json", "backends"}, 0, `"router": "router-1"`},
+		{"certificate without its key", []string{"--router", secure.URL, "--tls-cert-file", caFile, "backends"}, 2, "together"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, append([]string{"admin"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+				t.Fatalf("exit %d (want %d), stdout %q, stderr %q: want %q", code, tc.code, out, errOut, tc.want)
+			}
+		})
 	}
 }
