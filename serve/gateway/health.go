@@ -176,8 +176,11 @@ func (s *Server) engineDown(e int) {
 // that releases it, and (stargate_gateway_quarantined_workers) a gauge an
 // alert can use. Called with mu held.
 func (s *Server) quarantined(w int) {
-	wh := &s.eh.workers[w]
-	*wh = workerHealth{startAt: s.eh.engines[s.engineOf(w)].startTime}
+	wh, eh := &s.eh.workers[w], &s.eh.engines[s.engineOf(w)]
+	// An engine already seen down when the quarantine starts (it died, and
+	// a scrape or a failed send noticed before the stream's end did) counts
+	// as down for this quarantine: its coming back is the restart.
+	*wh = workerHealth{startAt: eh.startTime, sawDown: !eh.up}
 	how := "until the engine answers a fence (POST /admin/fence) or an operator releases it"
 	if s.cfg.RecoverOnRestart {
 		how += fmt.Sprintf(", or its engine restarts and runs nothing for %d scrapes", s.cfg.RecoverIdleScrapes)
@@ -261,7 +264,12 @@ func (s *Server) restartEvidence(w int) {
 		wh.sawDown, wh.idleRuns = true, 0
 		return
 	}
-	restarted := wh.sawDown || (wh.startAt > 0 && eh.startTime > 0 && eh.startTime != wh.startAt)
+	// Evidence of a restart: the engine was seen down, or its start time
+	// changed. A start time not known when the quarantine began (the engine
+	// died before its first scrape) cannot change, so then idle scrapes
+	// alone count: an engine that runs and queues nothing holds no lost
+	// request either.
+	restarted := wh.sawDown || wh.startAt == 0 || (eh.startTime > 0 && eh.startTime != wh.startAt)
 	if !restarted || !eh.idle || s.slots.Inflight(w) > 0 {
 		wh.idleRuns = 0
 		return

@@ -127,25 +127,15 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	prompt, session := read.Prompt, read.Session
 	needed = max(needed, prompt+1)
 
-	s.mu.Lock()
-	s.nextID++
-	id := s.nextID
 	now := s.now()
-	d, err := s.adm.Offer(now, core.Request{ID: id, Router: s.routerIndex(routerName), PromptTokens: prompt})
+	id, d, wt, wait, err := s.offer(now, routerName, prompt)
+	s.pokeStats()
 	if d == core.Reject {
-		wait := s.adm.EstimatedWait()
-		s.end(ReasonOverloaded, false)
-		s.mu.Unlock()
-		s.pokeStats()
 		w.Header().Set("Retry-After", retryAfter(wait))
 		s.nameBackend(w)
 		openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", fmt.Sprintf("gateway %s: %v", s.cfg.ID, err))
 		return
 	}
-	wt := &waiter{ready: make(chan struct{}, 1), grant: -1}
-	s.waits[id] = wt
-	s.mu.Unlock()
-	s.pokeStats()
 
 	waitCtx, stopWait := s.waitDeadline(ctx)
 	defer stopWait()
@@ -154,22 +144,12 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Admitted: take a worker permit, preferring the worker the picker chooses.
-	s.mu.Lock()
-	prefer := pickWorker(s.now(), session, s.workers, s.slots)
-	g, queued, err := s.slots.Acquire(id, prefer)
+	queued, err := s.acquire(id, session, wt)
 	if err != nil {
-		s.releaseAdmission(id, 0)
-		s.end(ReasonOverloaded, false)
-		delete(s.waits, id)
-		s.mu.Unlock()
 		w.Header().Set("Retry-After", "1")
 		openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", fmt.Sprintf("gateway %s: %v", s.cfg.ID, err))
 		return
 	}
-	if !queued {
-		wt.grant = g.Worker
-	}
-	s.mu.Unlock()
 	if queued && !s.await(waitCtx, id, wt) {
 		s.abandon(ctx, w, id)
 		return
@@ -178,6 +158,45 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		s.cfg.ObserveQueue(s.now() - now)
 	}
 	s.forward(w, r, id, wt.grant, session, prompt, needed, body)
+}
+
+// offer hands a request to the admission core under the lock. A rejected
+// request is counted and gets no waiter; wait is the queue time to
+// advertise in Retry-After.
+func (s *Server) offer(now time.Duration, routerName string, prompt int) (id uint64, d core.Decision, wt *waiter, wait time.Duration, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	id = s.nextID
+	d, err = s.adm.Offer(now, core.Request{ID: id, Router: s.routerIndex(routerName), PromptTokens: prompt})
+	if d == core.Reject {
+		wait = s.adm.EstimatedWait()
+		s.end(ReasonOverloaded, false)
+		return id, d, nil, wait, err
+	}
+	wt = &waiter{ready: make(chan struct{}, 1), grant: -1}
+	s.waits[id] = wt
+	return id, d, wt, 0, nil
+}
+
+// acquire takes an admitted request's worker permit under the lock,
+// preferring the worker the picker chooses; queued says it waits for one.
+// On an error the request is released and counted as overloaded.
+func (s *Server) acquire(id, session uint64, wt *waiter) (queued bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prefer := pickWorker(s.now(), session, s.workers, s.slots)
+	g, queued, err := s.slots.Acquire(id, prefer)
+	if err != nil {
+		s.releaseAdmission(id, 0)
+		s.end(ReasonOverloaded, false)
+		delete(s.waits, id)
+		return false, err
+	}
+	if !queued {
+		wt.grant = g.Worker
+	}
+	return queued, nil
 }
 
 // await waits until id is admitted or granted; false if ctx ended first.
