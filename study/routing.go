@@ -27,6 +27,8 @@ type RoutingOptions struct {
 	Quick    bool
 	Parallel int
 	Progress Progress
+	// Sweep, if set, adds the rate sweep (see SweepOptions) to the study.
+	Sweep *SweepOptions
 }
 
 // RoutingPolicies are the policies of the routing study, in report order.
@@ -66,11 +68,23 @@ func Routing(ctx context.Context, reg *policy.Registry, opts RoutingOptions) (*R
 	if err != nil {
 		return nil, err
 	}
+	n := len(specs)
+	if opts.Sweep != nil {
+		sweep, err := opts.Sweep.Specs()
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sweep...)
+	}
 	runs, err := RunAll(ctx, specs, reg, opts.Parallel, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
-	return &Results{Study: "routing", Quick: opts.Quick, Runs: runs}, nil
+	res := &Results{Study: "routing", Quick: opts.Quick, Runs: runs[:n:n]}
+	if len(runs) > n {
+		res.Sweep = runs[n:]
+	}
+	return res, nil
 }
 
 // Results are a study's runs and what they add up to.
@@ -78,6 +92,8 @@ type Results struct {
 	Study string      `json:"study"`
 	Quick bool        `json:"quick,omitempty"`
 	Runs  []RunResult `json:"runs"`
+	// Sweep holds the routing study's rate sweep, when it was run.
+	Sweep []RunResult `json:"sweep,omitempty"`
 }
 
 // Cell aggregates the seeds of one fleet, rate and policy.
@@ -217,6 +233,7 @@ func (r *Results) WriteHTML(w io.Writer) error {
 			p.Paragraph(note)
 		}
 	}
+	r.writeSweepHTML(p)
 	p.Heading("All cells")
 	p.Table(r.Table())
 	return p.Write(w)
@@ -358,8 +375,46 @@ func (r *Results) idleBackends(fleet string) []string {
 	return notes
 }
 
-// WriteFiles writes results.json, report.html and table.txt into dir.
-func (r *Results) WriteFiles(dir string) error { return writeReport(dir, r) }
+// WriteFiles writes results.json, report.html and table.txt into dir; with a
+// sweep, table.txt ends with the sweep's table and collapse sentences.
+func (r *Results) WriteFiles(dir string) error {
+	if err := writeReport(dir, r); err != nil {
+		return err
+	}
+	if len(r.Sweep) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "table.txt"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("study: %w", err)
+	}
+	if err := r.WriteSweepText(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("study: writing table.txt: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("study: writing table.txt: %w", err)
+	}
+	return nil
+}
+
+// WriteSweepText writes the sweep's table and collapse sentences, after a
+// blank line.
+func (r *Results) WriteSweepText(w io.Writer) error {
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
+	t := r.SweepTable()
+	if err := t.WriteText(w); err != nil {
+		return err
+	}
+	for _, f := range r.SweepFindings() {
+		if _, err := fmt.Fprintln(w, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // reportable is a study's results as its files show them.
 type reportable interface {
