@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,6 +107,10 @@ type Cell struct {
 	SLO, Reuse, P50, P99          float64
 	// Turns, Failures and Rejections are means over seeds too.
 	Turns, Failures, Rejections float64
+	// ReqCoV is the coefficient of variation of requests received per
+	// backend (mean over seeds); PeakLo-PeakHi and MaxLo-MaxHi span every
+	// backend's peak and maximum input TPS per GPU over seeds (see Balance).
+	ReqCoV, PeakLo, PeakHi, MaxLo, MaxHi float64
 }
 
 // Cells averages runs over seeds, in run order.
@@ -119,7 +124,8 @@ func (r *Results) Cells() []Cell {
 			i = len(cells)
 			index[key] = i
 			cells = append(cells, Cell{Fleet: run.Fleet, Policy: run.Policy, RPS: run.RPS,
-				GoodputLo: run.GoodputRPS, GoodputHi: run.GoodputRPS})
+				GoodputLo: run.GoodputRPS, GoodputHi: run.GoodputRPS,
+				PeakLo: math.Inf(1), PeakHi: math.Inf(-1), MaxLo: math.Inf(1), MaxHi: math.Inf(-1)})
 		}
 		c := &cells[i]
 		c.Seeds++
@@ -133,14 +139,61 @@ func (r *Results) Cells() []Cell {
 		c.Turns += float64(run.Turns)
 		c.Failures += float64(run.Failures)
 		c.Rejections += float64(run.Rejections)
+		c.ReqCoV += requestCoV(run.Backends)
+		for _, b := range run.Backends {
+			if b.Workers > 0 {
+				peak, mx := b.PeakInputTPS/float64(b.Workers), b.MaxInputTPS/float64(b.Workers)
+				c.PeakLo, c.PeakHi = min(c.PeakLo, peak), max(c.PeakHi, peak)
+				c.MaxLo, c.MaxHi = min(c.MaxLo, mx), max(c.MaxHi, mx)
+			}
+		}
 	}
 	for i := range cells {
 		c := &cells[i]
 		n := float64(c.Seeds)
 		c.Offered, c.Goodput, c.SLO, c.Reuse, c.P50, c.P99 = c.Offered/n, c.Goodput/n, c.SLO/n, c.Reuse/n, c.P50/n, c.P99/n
 		c.Turns, c.Failures, c.Rejections = c.Turns/n, c.Failures/n, c.Rejections/n
+		c.ReqCoV /= n
+		if math.IsInf(c.PeakLo, 1) {
+			c.PeakLo, c.PeakHi, c.MaxLo, c.MaxHi = 0, 0, 0, 0
+		}
 	}
 	return cells
+}
+
+// requestCoV is the coefficient of variation (population standard deviation
+// over mean) of the requests each backend's gateway received over the run.
+func requestCoV(backends []sim.BackendResult) float64 {
+	if len(backends) == 0 {
+		return 0
+	}
+	var sum, sq float64
+	for _, b := range backends {
+		sum += float64(b.GatewayReceived)
+	}
+	mean := sum / float64(len(backends))
+	if mean == 0 {
+		return 0
+	}
+	for _, b := range backends {
+		d := float64(b.GatewayReceived) - mean
+		sq += d * d
+	}
+	return math.Sqrt(sq/float64(len(backends))) / mean
+}
+
+// BalanceTable shows how evenly each cell spread its load: the coefficient
+// of variation of requests per backend, and the spread over backends of the
+// peak input TPS each served and of the maximum input TPS pulsar-waw-tps
+// weights by, both per GPU in thousands of tokens/s.
+func (r *Results) BalanceTable() report.Table {
+	t := report.Table{Title: "load balance (request CoV: mean over seeds; TPS per GPU: range over backends and seeds, k tokens/s)",
+		Headers: []string{"fleet", "rps", "policy", "request CoV", "peak input TPS/GPU", "max input TPS/GPU"}}
+	for _, c := range r.Cells() {
+		t.Rows = append(t.Rows, []string{c.Fleet, f0(c.RPS), c.Policy, f2(c.ReqCoV),
+			f0(c.PeakLo/1000) + "-" + f0(c.PeakHi/1000), f0(c.MaxLo/1000) + "-" + f0(c.MaxHi/1000)})
+	}
+	return t
 }
 
 // Table is the study's summary table, means over seeds.
@@ -236,6 +289,9 @@ func (r *Results) WriteHTML(w io.Writer) error {
 	r.writeSweepHTML(p)
 	p.Heading("All cells")
 	p.Table(r.Table())
+	p.Heading("Load balance")
+	p.Paragraph("Request CoV is the coefficient of variation of the requests each backend's gateway received over the run. Peak input TPS is the highest input tokens/s a backend served (largest rate of its 5, 20 and 60 s windows); maximum input TPS is what pulsar-waw-tps weights by: input tokens per engine-slot second over the 60 s fallback window times the backend's slots. Both per GPU.")
+	p.Table(r.BalanceTable())
 	return p.Write(w)
 }
 
@@ -375,20 +431,18 @@ func (r *Results) idleBackends(fleet string) []string {
 	return notes
 }
 
-// WriteFiles writes results.json, report.html and table.txt into dir; with a
-// sweep, table.txt ends with the sweep's table and collapse sentences.
+// WriteFiles writes results.json, report.html and table.txt into dir;
+// table.txt ends with the balance table and, with a sweep, the sweep's table
+// and collapse sentences.
 func (r *Results) WriteFiles(dir string) error {
 	if err := writeReport(dir, r); err != nil {
 		return err
-	}
-	if len(r.Sweep) == 0 {
-		return nil
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "table.txt"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("study: %w", err)
 	}
-	if err := r.WriteSweepText(f); err != nil {
+	if err := r.WriteExtraText(f); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("study: writing table.txt: %w", err)
 	}
@@ -396,6 +450,22 @@ func (r *Results) WriteFiles(dir string) error {
 		return fmt.Errorf("study: writing table.txt: %w", err)
 	}
 	return nil
+}
+
+// WriteExtraText writes the balance table and, with a sweep, the sweep's
+// section: what follows the summary table.
+func (r *Results) WriteExtraText(w io.Writer) error {
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
+	t := r.BalanceTable()
+	if err := t.WriteText(w); err != nil {
+		return err
+	}
+	if len(r.Sweep) == 0 {
+		return nil
+	}
+	return r.WriteSweepText(w)
 }
 
 // WriteSweepText writes the sweep's table and collapse sentences, after a

@@ -73,12 +73,10 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			if err != nil {
 				return failure{err}
 			}
-			if len(res.Sweep) > 0 {
-				if err := res.WriteSweepText(cmd.OutOrStdout()); err != nil {
-					return failure{err}
-				}
-				fmt.Fprintln(cmd.OutOrStdout())
+			if err := res.WriteExtraText(cmd.OutOrStdout()); err != nil {
+				return failure{err}
 			}
+			fmt.Fprintln(cmd.OutOrStdout())
 			return reportStudy(cmd.OutOrStdout(), res.Table(), res.Findings(), res.WriteFiles, out, len(res.Runs)+len(res.Sweep), start)
 		},
 	}
