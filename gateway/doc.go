@@ -22,11 +22,18 @@
 // rate does not sag at the start of each bucket). A window counts only once it holds at least
 // Config.TPSMinRequests requests; the reported InputTPS is the largest rate of
 // the windows that count (maximum weighting), falling back to the 60 s window
-// when none does. MaxInputTPS is the peak of InputTPS over the windows that
-// count: what the backend has shown it can take rather than what it happens to
-// get. By default the peak never decays (Config.TPSPeakHalfLife = 0): a decaying
-// peak follows load, and a policy weighting by it starves the backends it
-// already sends little to.
+// when none does. PeakInputTPS is the peak of InputTPS over the windows that
+// count, decaying with Config.TPSPeakHalfLife (by default it never decays).
+//
+// MaxInputTPS, the weight pulsar-waw-tps places by, is the input tokens per
+// second the backend would serve with every engine slot busy: over the 60 s
+// (fallback) window, the prompt tokens of the requests that finished divided
+// by the engine-slot seconds they held (admitted to finished), times
+// MaxConcurrency. It is refreshed with every finished request that leaves
+// the window counted, and 0 until the window first counts. Unlike the peak it
+// does not follow the load a backend is sent: a backend sent little reads
+// what its busy slots manage, and an overloaded one, whose requests hold
+// their slots longer, reads lower.
 //
 // Stats go out when something changed, at most one message per StatsCoalesce
 // (10 ms), and at least every HeartbeatInterval as a heartbeat.

@@ -114,6 +114,8 @@ type Stats struct {
 	Waiting     int
 	InputTPS    float64
 	MaxInputTPS float64
+	// PeakInputTPS is the highest InputTPS seen (see Config.TPSPeakHalfLife).
+	PeakInputTPS float64
 	// Received[r] counts the requests router r has sent that reached this
 	// gateway, so that a router can tell which of its dispatches the stats
 	// already include.
@@ -154,6 +156,7 @@ type Gateway struct {
 	tps     tpsMeter
 	peakTPS float64
 	peakAt  time.Duration
+	maxTPS  float64 // the latest counted maximum input TPS (see doc.go)
 
 	signals *telemetry.Signals
 	// advertised is the max_model_len of the last report, learned the
@@ -260,7 +263,7 @@ func (g *Gateway) Finish(now time.Duration, id uint64, promptTokens int, out []R
 	delete(g.unanswered, id)
 	g.completed++
 	g.meanService += 0.1 * ((now - start).Seconds() - g.meanService)
-	g.tps.add(now, promptTokens)
+	g.tps.add(now, promptTokens, now-start)
 	g.updatePeak(now)
 	g.changed(now)
 	return g.admitWaiting(now, out)
@@ -311,7 +314,8 @@ func (g *Gateway) changed(now time.Duration) {
 
 // updatePeak folds the current rate into the decaying peak, but only a rate
 // from a window with enough requests: a few requests in a short span say
-// nothing about capacity.
+// nothing about capacity. It also refreshes the maximum input TPS: input
+// tokens per engine-slot second over the fallback window, times the slots.
 func (g *Gateway) updatePeak(now time.Duration) {
 	rate, counted := g.tps.rate(now)
 	g.peakTPS = g.decayedPeak(now)
@@ -319,6 +323,9 @@ func (g *Gateway) updatePeak(now time.Duration) {
 		g.peakTPS = max(g.peakTPS, rate)
 	}
 	g.peakAt = now
+	if perSlot, ok := g.tps.perSlot(now); ok {
+		g.maxTPS = perSlot * float64(g.capacity)
+	}
 }
 
 func (g *Gateway) decayedPeak(now time.Duration) float64 {
@@ -409,7 +416,8 @@ func (g *Gateway) TakeStats(now time.Duration) *Stats {
 	}
 	copy(st.Received, g.received)
 	st.Backend, st.Seq, st.At, st.Capacity = g.backend, g.seq, now, g.capacity
-	st.Active, st.Waiting, st.InputTPS, st.MaxInputTPS = len(g.active), len(g.waiting), rate, g.decayedPeak(now)
+	st.Active, st.Waiting, st.InputTPS, st.MaxInputTPS = len(g.active), len(g.waiting), rate, g.maxTPS
+	st.PeakInputTPS = g.decayedPeak(now)
 	st.Completed, st.Rejected, st.Cancelled = g.completed, g.rejected, g.cancelled
 	st.Signals = g.signals
 	if g.capacity == 0 {

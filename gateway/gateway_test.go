@@ -135,12 +135,53 @@ func TestInputTPSWindows(t *testing.T) {
 			if tt.halfLife > 0 {
 				lo, hi = 10_000*math.Exp2(-40.0/120), 10_400*math.Exp2(-30.0/120)
 			}
-			if st.MaxInputTPS < lo-1e-6 || st.MaxInputTPS > hi+1e-6 {
-				t.Errorf("MaxInputTPS = %v, want within [%v, %v]", st.MaxInputTPS, lo, hi)
+			if st.PeakInputTPS < lo-1e-6 || st.PeakInputTPS > hi+1e-6 {
+				t.Errorf("PeakInputTPS = %v, want within [%v, %v]", st.PeakInputTPS, lo, hi)
 			}
 			// After more than 60 s nothing is left in the windows.
 			if st = g.TakeStats(200 * time.Second); st.InputTPS != 0 {
 				t.Errorf("InputTPS after 160 s quiet = %v, want 0", st.InputTPS)
+			}
+		})
+	}
+}
+
+// TestMaxInputTPSPerSlot: the maximum input TPS is the fallback window's input
+// tokens per engine-slot second times the slots, whatever share of the slots
+// the load fills, and it is 0 until the window holds enough requests.
+func TestMaxInputTPSPerSlot(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		service time.Duration
+		want    float64
+	}{
+		// 1,000 tokens in 2 s of a slot: 500 per slot second, 4 slots.
+		{"2 s each", 2 * time.Second, 2_000},
+		{"4 s each", 4 * time.Second, 1_000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newGW(t, 1, func(c *Config) { c.SlotsPerWorker = 4; c.TPSMinRequests = 10 })
+			id := uint64(0)
+			// One request at a time, so one slot of four is busy: the measured
+			// rate is a quarter of what four busy slots would take.
+			for now := time.Duration(0); now < 60*time.Second; now += tt.service {
+				if _, err := g.Offer(now, Request{ID: id}); err != nil {
+					t.Fatal(err)
+				}
+				g.Finish(now+tt.service, id, 1000, nil)
+				id++
+				if id == 9 {
+					if st := g.TakeStats(now + tt.service); st.MaxInputTPS != 0 {
+						t.Fatalf("MaxInputTPS after 9 requests = %v, want 0 (too few to count)", st.MaxInputTPS)
+					}
+				}
+			}
+			st := g.TakeStats(61 * time.Second)
+			if math.Abs(st.MaxInputTPS-tt.want) > 1e-6 {
+				t.Errorf("MaxInputTPS = %v, want %v", st.MaxInputTPS, tt.want)
+			}
+			if st.InputTPS >= st.MaxInputTPS {
+				t.Errorf("InputTPS %v not below MaxInputTPS %v with one slot of four busy", st.InputTPS, st.MaxInputTPS)
 			}
 		})
 	}

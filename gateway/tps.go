@@ -11,7 +11,8 @@ const (
 // tpsWindows are the sliding windows in buckets, shortest first (5, 20, 60 s).
 var tpsWindows = [...]int{20, 80, 240}
 
-// tpsMeter keeps input tokens and request counts in a ring of buckets. A
+// tpsMeter keeps input tokens, request counts and engine-slot seconds (each
+// finished request's admitted-to-finished time) in a ring of buckets. A
 // window covers the complete buckets before the one being filled, so its rate
 // never reads low for a bucket not yet full; running sums per window make a
 // rate cost O(windows), not O(buckets).
@@ -19,8 +20,10 @@ type tpsMeter struct {
 	minRequests int
 	tokens      [tpsRing]float64
 	requests    [tpsRing]int
+	slotSec     [tpsRing]float64
 	sumTokens   [len(tpsWindows)]float64
 	sumRequests [len(tpsWindows)]int
+	sumSlotSec  [len(tpsWindows)]float64
 	cur         int64 // index of the bucket being filled
 }
 
@@ -42,21 +45,26 @@ func (m *tpsMeter) advance(now time.Duration) {
 		for w, n := range tpsWindows {
 			m.sumTokens[w] += m.tokens[done%tpsRing]
 			m.sumRequests[w] += m.requests[done%tpsRing]
+			m.sumSlotSec[w] += m.slotSec[done%tpsRing]
 			if old := done - int64(n); old >= 0 {
 				m.sumTokens[w] -= m.tokens[old%tpsRing]
 				m.sumRequests[w] -= m.requests[old%tpsRing]
+				m.sumSlotSec[w] -= m.slotSec[old%tpsRing]
 			}
 		}
-		m.tokens[b%tpsRing], m.requests[b%tpsRing] = 0, 0
+		m.tokens[b%tpsRing], m.requests[b%tpsRing], m.slotSec[b%tpsRing] = 0, 0, 0
 	}
 	m.cur = idx
 }
 
-func (m *tpsMeter) add(now time.Duration, tokens int) {
+// add records a finished request of tokens input tokens that held an
+// engine slot for slot.
+func (m *tpsMeter) add(now time.Duration, tokens int, slot time.Duration) {
 	m.advance(now)
 	i := m.cur % tpsRing
 	m.tokens[i] += float64(tokens)
 	m.requests[i]++
+	m.slotSec[i] += max(slot, 0).Seconds()
 }
 
 // rate is the largest rate over the windows that hold enough requests, or the
@@ -83,4 +91,17 @@ func (m *tpsMeter) rate(now time.Duration) (r float64, counted bool) {
 
 func (m *tpsMeter) span(n int) time.Duration {
 	return time.Duration(min(int64(n), m.cur)) * tpsBucket
+}
+
+// perSlot is the input tokens per engine-slot second over the fallback
+// (longest) window: the tokens of the requests that finished in it divided
+// by the slot time they held. It counts only once the window holds enough
+// requests.
+func (m *tpsMeter) perSlot(now time.Duration) (r float64, counted bool) {
+	m.advance(now)
+	last := len(tpsWindows) - 1
+	if m.sumRequests[last] < m.minRequests || m.sumSlotSec[last] <= 0 {
+		return 0, false
+	}
+	return m.sumTokens[last] / m.sumSlotSec[last], true
 }

@@ -31,18 +31,29 @@
 // and is rejected as overloaded if there is none. After MaxWait in total it is
 // rejected as overloaded. It never overflows to a backend without a free slot.
 //
-// Weights. A first reading of pulsar-waw took w_b from each gateway's measured maximum
-// input tokens/s. We found that weight unstable and default to the backend's
-// configured capacity (25 x workers) instead (Params.Weight = "capacity"). A
-// backend that is not saturated measures its offered load, not its capacity,
-// and under pulsar-waw its load is proportional to its weight: the weight feeds
-// itself, noise in the measurement drifts the shares, and the backends that
-// drift up saturate while others idle. On the homogeneous study fleet at 450
-// req/s the measured weights cut goodput from 443 to 249 req/s (mean of seeds
-// 1-3). The
-// measured-TPS reading stays available as the policy pulsar-waw-tps (or
-// Params.Weight = "max-input-tps"); it uses capacity weights for every backend
-// until every eligible backend has reported a measured maximum.
+// Weights. pulsar-waw weights by the backend's configured capacity (25 x
+// workers; Params.Weight = "capacity"). pulsar-waw-tps (Params.Weight =
+// "max-input-tps") weights by the gateway's maximum input TPS, in our reading
+// of "fallback-window input TPS, maximum weighting": the input tokens per
+// second the backend would serve with all its engine slots busy, measured
+// over the fallback (60 s) window as the prompt tokens of the requests that
+// finished in it divided by the engine-slot seconds they held, times the
+// slots. It is refreshed with every finished request and not held: a
+// backend's weight is what its slots have been doing lately, not the most it
+// was ever sent. A first reading took instead the highest input tokens/s the
+// gateway had ever served (largest rate of its 5, 20 and 60 s windows, held
+// forever). That weight feeds itself: a backend that is not saturated
+// measures the load it is sent, pulsar-waw sends it load in proportion to its
+// weight, and the held maximum ratchets the lucky backends up; on the
+// homogeneous study fleet at 450 req/s some backends drifted to a tenth of
+// the others' weight and goodput fell from 440 to 249 req/s. Per engine-slot
+// second the measure does not grow with the load a backend is sent (an
+// overloaded backend's slots are held longer, so it reads lower), so the
+// loop is stable: pulsar-waw-tps now ties waw on the homogeneous fleet with
+// a lower request CoV, as the original measurements of the policy found (see
+// docs/routing.md). pulsar-waw-tps uses capacity weights for every backend
+// until every eligible backend has a measured maximum (its fallback window
+// holds Config.TPSMinRequests finished requests).
 //
 // # pressure
 //

@@ -78,6 +78,31 @@ func sampleScatterChart() ScatterChart {
 	}
 }
 
+// sampleSweepChart is goodput against rate: seed midpoints joined, seed
+// ranges as bars and goodput = rate dotted.
+func sampleSweepChart() ScatterChart {
+	return ScatterChart{
+		Title:    "goodput vs nominal rate",
+		XLabel:   "nominal rate (req/s)",
+		YLabel:   "goodput (req/s)",
+		Identity: true,
+		Series: []ScatterSeries{
+			{Name: "pulsar-waw", Line: true, Points: []Point{{X: 250, Y: 249, Lo: 247, Hi: 251, HasRange: true}, {X: 500, Y: 480, Lo: 470, Hi: 490, HasRange: true}}},
+			{Name: "waw", Line: true, Points: []Point{{X: 250, Y: 248}, {X: 500, Y: 300, Lo: 200, Hi: 400, HasRange: true}}},
+		},
+	}
+}
+
+func TestGoldenSweepChart(t *testing.T) {
+	svg := sampleSweepChart().SVG()
+	for _, want := range []string{`class="identity"`, `stroke-dasharray`, `class="range"`, "<polyline"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("sweep chart lacks %s", want)
+		}
+	}
+	golden(t, "sweep.svg.golden", []byte(svg))
+}
+
 func TestGoldenTableText(t *testing.T) {
 	var b bytes.Buffer
 	if err := sampleTable().WriteText(&b); err != nil {

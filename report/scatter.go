@@ -10,6 +10,10 @@ import (
 type Point struct {
 	X, Y  float64
 	Label string
+	// With HasRange a vertical bar is drawn from Lo to Hi (a range over
+	// seeds, say).
+	Lo, Hi   float64
+	HasRange bool
 }
 
 // ScatterSeries is one series of a ScatterChart. When Line is set its points
@@ -26,6 +30,9 @@ type ScatterChart struct {
 	Title, XLabel, YLabel string
 	Series                []ScatterSeries
 	LogY                  bool
+	// Identity draws y = x as a dotted line over the x range (goodput
+	// against offered rate, say).
+	Identity bool
 }
 
 // valid reports whether p can be drawn: both coordinates finite and, on a
@@ -44,11 +51,17 @@ func (c ScatterChart) ranges() (x0, x1, y0, y1 float64, ok bool) {
 				ok = true
 				x0, x1 = math.Min(x0, p.X), math.Max(x1, p.X)
 				y0, y1 = math.Min(y0, p.Y), math.Max(y1, p.Y)
+				if p.HasRange && c.valid(Point{X: p.X, Y: p.Lo}) && c.valid(Point{X: p.X, Y: p.Hi}) {
+					y0, y1 = math.Min(y0, p.Lo), math.Max(y1, p.Hi)
+				}
 			}
 		}
 	}
 	if !ok {
 		return 0, 1, 0, 1, false
+	}
+	if c.Identity && (!c.LogY || x0 > 0) {
+		y0, y1 = math.Min(y0, x0), math.Max(y1, x1)
 	}
 	return x0, x1, y0, y1, true
 }
@@ -80,9 +93,20 @@ func (c ScatterChart) SVG() string {
 		s.noData()
 	}
 
+	if ok && c.Identity && (!c.LogY || x0 > 0) {
+		s.printf(`<line class="identity" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#888888" stroke-width="1" stroke-dasharray="2,3"/>`+"\n",
+			num(x.pos(x0)), num(y.pos(y.clamp(x0))), num(x.pos(x1)), num(y.pos(y.clamp(x1))))
+	}
 	for si, ser := range c.Series {
 		color := seriesColor(si)
 		s.printf(`<g class="series">` + "\n")
+		for _, p := range ser.Points {
+			if p.HasRange && c.valid(p) && c.valid(Point{X: p.X, Y: p.Lo}) && c.valid(Point{X: p.X, Y: p.Hi}) {
+				px := num(x.pos(p.X))
+				s.printf(`<line class="range" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1"/>`+"\n",
+					px, num(y.pos(y.clamp(p.Lo))), px, num(y.pos(y.clamp(p.Hi))), color)
+			}
+		}
 		if ser.Line {
 			var pts []string
 			for _, p := range ser.Points {

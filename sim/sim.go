@@ -149,6 +149,11 @@ type BackendResult struct {
 	GatewayRejected  uint64 `json:"gateway_rejected"`
 	GatewayActive    int    `json:"gateway_active"`
 	GatewayWaiting   int    `json:"gateway_waiting"`
+	// MaxInputTPS is the gateway's maximum input tokens/s at the end of the
+	// run (the weight pulsar-waw-tps places by); PeakInputTPS the highest
+	// input tokens/s it served.
+	MaxInputTPS  float64 `json:"max_input_tps"`
+	PeakInputTPS float64 `json:"peak_input_tps"`
 }
 
 // SetEngine fills the engine figures from the backend's workers' counters
@@ -1411,6 +1416,7 @@ func (s *simulation) result() *Result {
 			BackendSummary:  per[b],
 			GatewayReceived: received, GatewayCompleted: st.Completed, GatewayCancelled: st.Cancelled,
 			GatewayRejected: st.Rejected, GatewayActive: st.Active, GatewayWaiting: st.Waiting,
+			MaxInputTPS: st.MaxInputTPS, PeakInputTPS: st.PeakInputTPS,
 		}
 		br.SetEngine(sum, span, bs.spec.Profile.KVTokens)
 		res.Backends = append(res.Backends, br)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +32,8 @@ type RoutingOptions struct {
 	Policies []string
 	// Warmup and Measure, when > 0, replace the study's windows.
 	Warmup, Measure time.Duration
+	// Sweep, if set, adds the rate sweep (see SweepOptions) to the study.
+	Sweep *SweepOptions
 }
 
 // RoutingPolicies are the policies of the routing study, in report order.
@@ -80,11 +83,23 @@ func Routing(ctx context.Context, reg *policy.Registry, opts RoutingOptions) (*R
 	if err != nil {
 		return nil, err
 	}
+	n := len(specs)
+	if opts.Sweep != nil {
+		sweep, err := opts.Sweep.Specs()
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sweep...)
+	}
 	runs, err := RunAll(ctx, specs, reg, opts.Parallel, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
-	return &Results{Study: "routing", Quick: opts.Quick, Runs: runs}, nil
+	res := &Results{Study: "routing", Quick: opts.Quick, Runs: runs[:n:n]}
+	if len(runs) > n {
+		res.Sweep = runs[n:]
+	}
+	return res, nil
 }
 
 // Results are a study's runs and what they add up to.
@@ -92,6 +107,8 @@ type Results struct {
 	Study string      `json:"study"`
 	Quick bool        `json:"quick,omitempty"`
 	Runs  []RunResult `json:"runs"`
+	// Sweep holds the routing study's rate sweep, when it was run.
+	Sweep []RunResult `json:"sweep,omitempty"`
 }
 
 // Cell aggregates the seeds of one fleet, rate and policy.
@@ -104,6 +121,10 @@ type Cell struct {
 	SLO, Reuse, P50, P99          float64
 	// Turns, Failures and Rejections are means over seeds too.
 	Turns, Failures, Rejections float64
+	// ReqCoV is the coefficient of variation of requests received per
+	// backend (mean over seeds); PeakLo-PeakHi and MaxLo-MaxHi span every
+	// backend's peak and maximum input TPS per GPU over seeds (see Balance).
+	ReqCoV, PeakLo, PeakHi, MaxLo, MaxHi float64
 }
 
 // Cells averages runs over seeds, in run order.
@@ -117,7 +138,8 @@ func (r *Results) Cells() []Cell {
 			i = len(cells)
 			index[key] = i
 			cells = append(cells, Cell{Fleet: run.Fleet, Policy: run.Policy, RPS: run.RPS,
-				GoodputLo: run.GoodputRPS, GoodputHi: run.GoodputRPS})
+				GoodputLo: run.GoodputRPS, GoodputHi: run.GoodputRPS,
+				PeakLo: math.Inf(1), PeakHi: math.Inf(-1), MaxLo: math.Inf(1), MaxHi: math.Inf(-1)})
 		}
 		c := &cells[i]
 		c.Seeds++
@@ -131,14 +153,61 @@ func (r *Results) Cells() []Cell {
 		c.Turns += float64(run.Turns)
 		c.Failures += float64(run.Failures)
 		c.Rejections += float64(run.Rejections)
+		c.ReqCoV += requestCoV(run.Backends)
+		for _, b := range run.Backends {
+			if b.Workers > 0 {
+				peak, mx := b.PeakInputTPS/float64(b.Workers), b.MaxInputTPS/float64(b.Workers)
+				c.PeakLo, c.PeakHi = min(c.PeakLo, peak), max(c.PeakHi, peak)
+				c.MaxLo, c.MaxHi = min(c.MaxLo, mx), max(c.MaxHi, mx)
+			}
+		}
 	}
 	for i := range cells {
 		c := &cells[i]
 		n := float64(c.Seeds)
 		c.Offered, c.Goodput, c.SLO, c.Reuse, c.P50, c.P99 = c.Offered/n, c.Goodput/n, c.SLO/n, c.Reuse/n, c.P50/n, c.P99/n
 		c.Turns, c.Failures, c.Rejections = c.Turns/n, c.Failures/n, c.Rejections/n
+		c.ReqCoV /= n
+		if math.IsInf(c.PeakLo, 1) {
+			c.PeakLo, c.PeakHi, c.MaxLo, c.MaxHi = 0, 0, 0, 0
+		}
 	}
 	return cells
+}
+
+// requestCoV is the coefficient of variation (population standard deviation
+// over mean) of the requests each backend's gateway received over the run.
+func requestCoV(backends []sim.BackendResult) float64 {
+	if len(backends) == 0 {
+		return 0
+	}
+	var sum, sq float64
+	for _, b := range backends {
+		sum += float64(b.GatewayReceived)
+	}
+	mean := sum / float64(len(backends))
+	if mean == 0 {
+		return 0
+	}
+	for _, b := range backends {
+		d := float64(b.GatewayReceived) - mean
+		sq += d * d
+	}
+	return math.Sqrt(sq/float64(len(backends))) / mean
+}
+
+// BalanceTable shows how evenly each cell spread its load: the coefficient
+// of variation of requests per backend, and the spread over backends of the
+// peak input TPS each served and of the maximum input TPS pulsar-waw-tps
+// weights by, both per GPU in thousands of tokens/s.
+func (r *Results) BalanceTable() report.Table {
+	t := report.Table{Title: "load balance (request CoV: mean over seeds; TPS per GPU: range over backends and seeds, k tokens/s)",
+		Headers: []string{"fleet", "rps", "policy", "request CoV", "peak input TPS/GPU", "max input TPS/GPU"}}
+	for _, c := range r.Cells() {
+		t.Rows = append(t.Rows, []string{c.Fleet, f0(c.RPS), c.Policy, f2(c.ReqCoV),
+			f0(c.PeakLo/1000) + "-" + f0(c.PeakHi/1000), f0(c.MaxLo/1000) + "-" + f0(c.MaxHi/1000)})
+	}
+	return t
 }
 
 // Table is the study's summary table, means over seeds.
@@ -231,8 +300,12 @@ func (r *Results) WriteHTML(w io.Writer) error {
 			p.Paragraph(note)
 		}
 	}
+	r.writeSweepHTML(p)
 	p.Heading("All cells")
 	p.Table(r.Table())
+	p.Heading("Load balance")
+	p.Paragraph("Request CoV is the coefficient of variation of the requests each backend's gateway received over the run. Peak input TPS is the highest input tokens/s a backend served (largest rate of its 5, 20 and 60 s windows); maximum input TPS is what pulsar-waw-tps weights by: input tokens per engine-slot second over the 60 s fallback window times the backend's slots. Both per GPU.")
+	p.Table(r.BalanceTable())
 	return p.Write(w)
 }
 
@@ -372,8 +445,60 @@ func (r *Results) idleBackends(fleet string) []string {
 	return notes
 }
 
-// WriteFiles writes results.json, report.html and table.txt into dir.
-func (r *Results) WriteFiles(dir string) error { return writeReport(dir, r) }
+// WriteFiles writes results.json, report.html and table.txt into dir;
+// table.txt ends with the balance table and, with a sweep, the sweep's table
+// and collapse sentences.
+func (r *Results) WriteFiles(dir string) error {
+	if err := writeReport(dir, r); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "table.txt"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("study: %w", err)
+	}
+	if err := r.WriteExtraText(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("study: writing table.txt: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("study: writing table.txt: %w", err)
+	}
+	return nil
+}
+
+// WriteExtraText writes the balance table and, with a sweep, the sweep's
+// section: what follows the summary table.
+func (r *Results) WriteExtraText(w io.Writer) error {
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
+	t := r.BalanceTable()
+	if err := t.WriteText(w); err != nil {
+		return err
+	}
+	if len(r.Sweep) == 0 {
+		return nil
+	}
+	return r.WriteSweepText(w)
+}
+
+// WriteSweepText writes the sweep's table and collapse sentences, after a
+// blank line.
+func (r *Results) WriteSweepText(w io.Writer) error {
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
+	t := r.SweepTable()
+	if err := t.WriteText(w); err != nil {
+		return err
+	}
+	for _, f := range r.SweepFindings() {
+		if _, err := fmt.Fprintln(w, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // reportable is a study's results as its files show them.
 type reportable interface {

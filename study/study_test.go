@@ -3,6 +3,8 @@ package study
 import (
 	"bytes"
 	"context"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +82,33 @@ func TestRoutingSpecs(t *testing.T) {
 	}
 	if full[0].Warmup != 240*time.Second || full[0].Measure != 240*time.Second {
 		t.Errorf("full study windows %v + %v, want 240s + 240s", full[0].Warmup, full[0].Measure)
+	}
+}
+
+func TestBalanceTable(t *testing.T) {
+	run := func(seed uint64, received [2]uint64, peak [2]float64) RunResult {
+		r := result("homo", "pulsar-waw-tps", 450, seed, 100)
+		r.Backends = []sim.BackendResult{
+			{Name: "b0", Workers: 2, GatewayReceived: received[0], PeakInputTPS: peak[0], MaxInputTPS: 2 * peak[0]},
+			{Name: "b1", Workers: 4, GatewayReceived: received[1], PeakInputTPS: peak[1], MaxInputTPS: 2 * peak[1]},
+		}
+		return r
+	}
+	// Seed 1: 90 and 110 requests, CoV 0.1; seed 2: equal, CoV 0.
+	r := &Results{Study: "routing", Runs: []RunResult{
+		run(1, [2]uint64{90, 110}, [2]float64{140_000, 400_000}),
+		run(2, [2]uint64{100, 100}, [2]float64{160_000, 360_000}),
+	}}
+	c := r.Cells()[0]
+	if math.Abs(c.ReqCoV-0.05) > 1e-9 {
+		t.Errorf("request CoV = %v, want the mean of 0.1 and 0, 0.05", c.ReqCoV)
+	}
+	// Per GPU: 70k, 100k, 80k and 90k.
+	if c.PeakLo != 70_000 || c.PeakHi != 100_000 || c.MaxLo != 140_000 || c.MaxHi != 200_000 {
+		t.Errorf("per-GPU TPS ranges %v-%v and %v-%v, want 70k-100k and 140k-200k", c.PeakLo, c.PeakHi, c.MaxLo, c.MaxHi)
+	}
+	tab := r.BalanceTable()
+	if want := []string{"homo", "450", "pulsar-waw-tps", "0.05", "70-100", "140-200"}; !slices.Equal(tab.Rows[0], want) {
+		t.Errorf("balance row = %q, want %q", tab.Rows[0], want)
 	}
 }

@@ -63,6 +63,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"rate too high", []string{"sim", "--rps", "500000"}, "at most 100000"},
 		{"window too long", []string{"sim", "--measure", "48h"}, "together at most 24h"},
 		{"study without a name", []string{"study"}, "name a study"},
+		{"routing: live sweep", []string{"study", "routing", "--live", "--sweep"}, "--sweep runs in the simulator only"},
 		{"unknown class", []string{"sim", "--class", "chat"}, `unknown class "chat"`},
 		{"slo matrix: unknown policy", []string{"study", "slo-matrix", "--policy", "fastest"}, `unknown policy "fastest"`},
 		{"slo matrix: unknown class", []string{"study", "slo-matrix", "--classes", "chat"}, `unknown class "chat"`},
@@ -172,7 +173,7 @@ func TestStudyRoutingQuick(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"pulsar-waw", "waw", "round-robin", "hetero at 450 req/s", "report.html"} {
+	for _, want := range []string{"pulsar-waw", "waw", "round-robin", "hetero at 450 req/s", "report.html", "request CoV"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -35,6 +35,7 @@ func newRoutingCmd() *cobra.Command {
 		parallel int
 		live     bool
 		shard    string
+		sweep    bool
 	)
 	lo := study.DefaultLiveOptions()
 	cmd := &cobra.Command{
@@ -45,9 +46,21 @@ func newRoutingCmd() *cobra.Command {
 measured-TPS weighting) and four baselines, at 350 and 450 req/s (hetero) and
 450 and 550 req/s (homo), seeds 1-3, 240 s warm-up and 240 s measured.
 
+With --sweep it also runs the sweep of goodput against nominal rate with the
+full-scale engine: both fleets, pulsar-waw, waw and pulsar-waw-tps, 250 to
+1,100 req/s in steps of 170, seeds 1 and 2 (72 more runs), in its own section
+of the table, results.json ("sweep") and report.html, with where each policy
+collapses.
+
 Prints a table and writes results.json, report.html and table.txt to --out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if live && sweep {
+				return usagef("--sweep runs in the simulator only; drop --live or --sweep")
+			}
+			if sweep && cmd.Flags().Changed("shard") {
+				return usagef("--sweep does not run sharded yet; drop --shard or --sweep")
+			}
 			if cmd.Flags().Changed("shard") {
 				return runRoutingShard(cmd, shard, out, live, study.RoutingOptions{Quick: quick, Parallel: parallel}, lo)
 			}
@@ -60,17 +73,29 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			}
 			start := time.Now()
 			opts.Progress = newProgress(cmd.ErrOrStderr(), "routing study")
+			if sweep {
+				so := study.DefaultSweep()
+				if quick {
+					so = study.QuickSweep()
+				}
+				opts.Sweep = &so
+			}
 			res, err := study.Routing(cmd.Context(), policy.NewRegistry(), opts)
 			if err != nil {
 				return failure{err}
 			}
-			return reportStudy(cmd.OutOrStdout(), res.Table(), res.Findings(), res.WriteFiles, out, len(res.Runs), start)
+			if err := res.WriteExtraText(cmd.OutOrStdout()); err != nil {
+				return failure{err}
+			}
+			fmt.Fprintln(cmd.OutOrStdout())
+			return reportStudy(cmd.OutOrStdout(), res.Table(), res.Findings(), res.WriteFiles, out, len(res.Runs)+len(res.Sweep), start)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&quick, "quick", false, "one seed, one rate per fleet, 150 s warm-up + 60 s measured")
 	f.StringVar(&out, "out", "out/routing", "directory for the report files")
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
+	f.BoolVar(&sweep, "sweep", false, "also run the rate sweep with the full-scale engine (72 more runs; with --quick, 150 s + 60 s each)")
 	f.BoolVar(&live, "live", false, "run the study on live in-process fleets at --scale, each run matched by a simulator run")
 	f.Float64Var(&lo.Scale, "scale", lo.Scale, "live: fraction of every backend's GPUs (at least 1) and of the rate")
 	f.DurationVar(&lo.Warmup, "warmup", lo.Warmup, "warm-up before the measured window (simulated: default the study's)")
