@@ -67,7 +67,28 @@ type Phase struct {
 	Faults func(onset time.Duration) []sim.Fault
 	// Describe says what the phase does, for the report.
 	Describe string
+	// Base, if set, is the phase whose measures this one takes (a variant of
+	// it under other settings): "failover" for failover-ttl500.
+	Base string
+	// HeartbeatTTL, if set, replaces the routers' heartbeat TTL
+	// (router.DefaultHeartbeatTTL) in this phase.
+	HeartbeatTTL time.Duration
+	// SimOnly phases are left out of a live study (the live fleet does not
+	// take the phase's settings).
+	SimOnly bool
 }
+
+// kind is the phase whose measures this one takes.
+func (p Phase) kind() string {
+	if p.Base != "" {
+		return p.Base
+	}
+	return p.Name
+}
+
+// SolyxHeartbeatTTL is the Solyx AI Grid paper's heartbeat TTL: a cell whose
+// last heartbeat is older than one 500 ms interval is Failed.
+const SolyxHeartbeatTTL = 500 * time.Millisecond
 
 // ResiliencePhases are the Solyx AI Grid paper's seven phases as this study defines them.
 func ResiliencePhases() []Phase {
@@ -82,6 +103,11 @@ func ResiliencePhases() []Phase {
 			}},
 		{Name: "failover", Faulty: []int{faultyBackend},
 			Describe: fmt.Sprintf("backend %d is killed: what it holds fails at once, later requests are refused, its heartbeats stop", faultyBackend),
+			Faults: func(at time.Duration) []sim.Fault {
+				return []sim.Fault{{Kind: sim.FaultKill, Backends: []int{faultyBackend}, At: at}}
+			}},
+		{Name: "failover-ttl500", Base: "failover", Faulty: []int{faultyBackend}, HeartbeatTTL: SolyxHeartbeatTTL, SimOnly: true,
+			Describe: fmt.Sprintf("failover with the Solyx AI Grid paper's heartbeat TTL of %v instead of our %v (heartbeats still every 500 ms)", SolyxHeartbeatTTL, router.DefaultHeartbeatTTL),
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultKill, Backends: []int{faultyBackend}, At: at}}
 			}},
@@ -161,9 +187,13 @@ type SimPhaseRunner struct {
 // decides whether to use them.
 func resilienceRunSpec(ps PhaseSpec) RunSpec {
 	fl, _ := ResilienceFleetAt(ps.Scale)
+	ttl := router.DefaultHeartbeatTTL
+	if ps.Phase.HeartbeatTTL > 0 {
+		ttl = ps.Phase.HeartbeatTTL
+	}
 	return RunSpec{FleetName: "sites", Fleet: fl, Policy: ps.Policy, RPS: ps.RPS, Seed: ps.Seed,
 		Warmup: ps.Onset - ps.Pre, Measure: ps.Pre + ps.Post, KeepRecords: true,
-		Telemetry: sim.DefaultTelemetry(), Router: router.Config{HeartbeatTTL: router.DefaultHeartbeatTTL},
+		Telemetry: sim.DefaultTelemetry(), Router: router.Config{HeartbeatTTL: ttl},
 		Faults: ps.Phase.Faults(ps.Onset), MaxModelLen: 131072, RecordDispatches: true}
 }
 
@@ -268,6 +298,12 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 	}
 	var phases []Phase
 	for _, ph := range ResiliencePhases() {
+		if ph.SimOnly && opts.Live != nil {
+			if slices.Contains(opts.Phases, ph.Name) {
+				return nil, fmt.Errorf("%w: phase %q runs in the simulator only, not with --live", ErrBadOptions, ph.Name)
+			}
+			continue
+		}
 		if len(opts.Phases) == 0 || slices.Contains(opts.Phases, ph.Name) {
 			phases = append(phases, ph)
 		}
@@ -451,7 +487,7 @@ func Measure(r PhaseRun) PhaseMetrics {
 	slices.Sort(pre)
 	m.SuccessPct = pct(completed, m.Turns)
 	m.LongSuccessPct = pct(longDone, m.LongTurns)
-	if sp.Phase.Name == "failover" {
+	if sp.Phase.kind() == "failover" {
 		reroutes, failed := rerouteTimes(r.Records, r.Dispatches, sp.Phase.Faulty, from, to)
 		slices.Sort(reroutes)
 		m.RerouteTurns, m.RerouteFailed = len(reroutes), failed
@@ -475,7 +511,7 @@ func Measure(r PhaseRun) PhaseMetrics {
 	m.LeakPct = pct(m.Misroutes, long)
 
 	span := sp.Post.Seconds()
-	switch sp.Phase.Name {
+	switch sp.Phase.kind() {
 	case "capability", "failover":
 		// Detected once misroutes stop: the last misroute, if it came more
 		// than 5 s before the end of the span.

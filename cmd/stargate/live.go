@@ -333,6 +333,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 	f.BoolVar(&cfg.ExposeBackend, "expose-backend", false, "name the backend that answered in X-Stargate-Backend (experiments, debugging)")
 	f.StringArrayVar(&backends, "backend", nil, "static backend NAME=URL[@CAPACITY] (repeatable)")
 	f.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "backends one request may try before its first byte")
+	f.DurationVar(&cfg.Liveness.HeartbeatTTL, "heartbeat-ttl", cfg.Liveness.HeartbeatTTL, "fail a backend whose last stats message or heartbeat is older than this (0: never; the Solyx AI Grid paper uses 500ms with 500 ms heartbeats)")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of randomized policies")
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.StringVar(&xdsListen, "xds-listen", "", "serve the backends and their policy weights over xDS (ADS) for Envoy and gRPC on this address")
