@@ -37,10 +37,10 @@ type Fleet struct {
 	// heartbeat_ttl fails a backend not heard from for that long (zero, the
 	// default: liveness off, as the routing study runs). The gateways'
 	// heartbeat interval is gateway.heartbeat_interval.
-	Router router.Config `yaml:"router"`
-	Policy        policy.Params             `yaml:"policy"`
-	Workload      workload.Config           `yaml:"workload"`
-	Client        client.Config             `yaml:"client"`
+	Router   router.Config   `yaml:"router"`
+	Policy   policy.Params   `yaml:"policy"`
+	Workload workload.Config `yaml:"workload"`
+	Client   client.Config   `yaml:"client"`
 }
 
 // RegionSpec is one region of a fleet file.
