@@ -33,14 +33,15 @@ type Fleet struct {
 	ClientLatency time.Duration             `yaml:"client_latency"`
 	Regions       []RegionSpec              `yaml:"regions"`
 	Gateway       gateway.Config            `yaml:"gateway"`
+	Policy        policy.Params             `yaml:"policy"`
+	Workload      workload.Config           `yaml:"workload"`
+	Client        client.Config             `yaml:"client"`
+
 	// Router is every router's liveness and capability tracking: its
 	// heartbeat_ttl fails a backend not heard from for that long (zero, the
 	// default: liveness off, as the routing study runs). The gateways'
 	// heartbeat interval is gateway.heartbeat_interval.
-	Router   router.Config   `yaml:"router"`
-	Policy   policy.Params   `yaml:"policy"`
-	Workload workload.Config `yaml:"workload"`
-	Client   client.Config   `yaml:"client"`
+	Router router.Config `yaml:"router"`
 }
 
 // RegionSpec is one region of a fleet file.
