@@ -51,6 +51,12 @@ const (
 
 var westSite = []int{6, 7, 8}
 
+// cellExporterDown is how long each backend's exporter stays down in the
+// telemetry-loss-each phase, and the time between two deaths: the nine fit
+// in the quick study's 30 s after the onset, and the deaths fall at
+// different points of the 500 ms report cycle (the onset is on it).
+const cellExporterDown = 3100 * time.Millisecond
+
 // Phase is one of the resilience study's failure phases: faults injected at
 // the onset, on the same workload and fleet for every policy.
 type Phase struct {
@@ -73,6 +79,10 @@ type Phase struct {
 	// HeartbeatTTL, if set, replaces the routers' heartbeat TTL
 	// (router.DefaultHeartbeatTTL) in this phase.
 	HeartbeatTTL time.Duration
+	// Stagger, in telemetry-loss phases, is the time between one backend's
+	// fault and the next's (backend i's starts at the onset + i x Stagger);
+	// zero: all at the onset.
+	Stagger time.Duration
 	// SimOnly phases are left out of a live study (the live fleet does not
 	// take the phase's settings).
 	SimOnly bool
@@ -120,6 +130,16 @@ func ResiliencePhases() []Phase {
 			Describe: "every backend's DCGM exporter dies; reports carry no hardware signals",
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultExporter, Backends: all, At: at}}
+			}},
+		{Name: "telemetry-loss-each", Base: "telemetry-loss", Stagger: cellExporterDown, SimOnly: true,
+			Describe: fmt.Sprintf("each backend's DCGM exporter dies on its own (the Solyx AI Grid paper kills each cell's exporter separately): backend i's at the onset + %v x i, back %v later, one down at a time", cellExporterDown, cellExporterDown),
+			Faults: func(at time.Duration) []sim.Fault {
+				var fs []sim.Fault
+				for _, b := range all {
+					start := at + time.Duration(b)*cellExporterDown
+					fs = append(fs, sim.Fault{Kind: sim.FaultExporter, Backends: []int{b}, At: start, Until: start + cellExporterDown})
+				}
+				return fs
 			}},
 		{Name: "burst",
 			Describe: "50 new sessions arrive at once at the onset and every 30 s after it (the Solyx AI Grid paper's 50-request bursts every 30 s)",
@@ -529,7 +549,8 @@ func Measure(r PhaseRun) PhaseMetrics {
 	case "telemetry-loss":
 		for _, mk := range r.Marks {
 			if mk.What == "fallback" && mk.At >= from {
-				m.DetectS, m.Detected = max(m.DetectS, (mk.At-from).Seconds()), true
+				died := from + time.Duration(mk.Backend)*sp.Phase.Stagger
+				m.DetectS, m.Detected = max(m.DetectS, (mk.At-died).Seconds()), true
 			}
 		}
 	}
