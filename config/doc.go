@@ -22,6 +22,7 @@
 //	policy: {affinity_wait: 300ms, band_step: 300ms, max_wait: 4s, max_queued: 4, virtual_nodes: 150}
 //	workload: {system_prompt_tokens: 4000, turns_min: 5, turns_max: 40, think_time_mean: 5s}
 //	client: {ttft_slo: 10s, attempt_timeout: 30s, max_attempts: 3}
+//	router: {heartbeat_ttl: 750ms}   # fail a backend not heard from this long (default 0: liveness off)
 //
 // The policy name, the request rate, the seed and the window lengths are run
 // parameters, given on the command line.

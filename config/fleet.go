@@ -17,6 +17,7 @@ import (
 	"github.com/stargate-llm/stargate/engine"
 	"github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/sim"
 	"github.com/stargate-llm/stargate/workload"
 )
@@ -35,6 +36,12 @@ type Fleet struct {
 	Policy        policy.Params             `yaml:"policy"`
 	Workload      workload.Config           `yaml:"workload"`
 	Client        client.Config             `yaml:"client"`
+
+	// Router is every router's liveness and capability tracking: its
+	// heartbeat_ttl fails a backend not heard from for that long (zero, the
+	// default: liveness off, as the routing study runs). The gateways'
+	// heartbeat interval is gateway.heartbeat_interval.
+	Router router.Config `yaml:"router"`
 }
 
 // RegionSpec is one region of a fleet file.
@@ -205,7 +212,7 @@ func (f *Fleet) SimConfig(run Run, reg *policy.Registry) (sim.Config, error) {
 	def := profile("default profile", engineName)
 	cfg := sim.Config{ClientLatency: f.ClientLatency, Gateway: f.Gateway, Policy: run.Policy, Params: f.Policy,
 		Workload: f.Workload, Client: f.Client, RPS: run.RPS, Seed: run.Seed, Warmup: run.Warmup, Measure: run.Measure,
-		Cooldown: run.Cooldown, Clients: run.Clients}
+		Cooldown: run.Cooldown, Clients: run.Clients, Router: f.Router}
 	if run.Class != "" {
 		c, err := workload.ClassByName(run.Class)
 		if err != nil {

@@ -43,7 +43,10 @@
 // Slots is the per-worker side of admission: each worker holds at most
 // MaxInflightPerWorker submissions (a submission keeps its permit until every
 // part of it ends), at most MaxWaitingRequests wait, and the rest are
-// rejected as overloaded. An uncertain completion (the request was sent and
+// rejected as overloaded. A SlotMode picks MaxInflightPerWorker's default:
+// SlotModeEngine (25, or the engine's own limit) for LLM engines,
+// SlotModeBounded (1, only 1 or 2 accepted) for the bounded worker overlap
+// note's serial workers. An uncertain completion (the request was sent and
 // the connection was lost, so the worker may still run it) quarantines every
 // slot of that worker. The quarantine ends only after the worker's leases have
 // drained and it answers a fence: the gateway's challenge carries the worker

@@ -34,7 +34,15 @@ const DefaultErrorHalfLife = 5 * time.Second
 
 // DefaultHeartbeatTTL is 1.5 heartbeat intervals of 500 ms: a killed
 // backend that was sending stats is Failed within 2 intervals of its death.
+// It is the simulator's and the studies' TTL. (The Solyx AI Grid paper fails
+// a cell after one 500 ms interval; docs/solyx.md compares the two.)
 const DefaultHeartbeatTTL = 750 * time.Millisecond
+
+// DefaultLiveHeartbeatTTL is the live router's TTL: three heartbeat
+// intervals of 500 ms, so that a heartbeat delayed by a loaded host, a
+// garbage collection or a TCP retransmission over a real network does not
+// fail a healthy backend (the simulator's network has no such delays).
+const DefaultLiveHeartbeatTTL = 1500 * time.Millisecond
 
 // Validate reports what is wrong with the configuration.
 func (c Config) Validate() error {

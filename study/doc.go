@@ -21,7 +21,8 @@
 // the last 5 s); for thermal and wan-jitter, the time to the start of the
 // first 5 s in which the faulty backends got less than half their pre-fault
 // dispatch rate; for telemetry-loss, the time to the first report without
-// hardware signals; for burst, the routing reaction p95: over the bursts, the
+// hardware signals (in telemetry-loss-each, the longest such wait after a
+// backend's own exporter died; failover-ttl500 is measured as failover); for burst, the routing reaction p95: over the bursts, the
 // time from a burst's onset to the first change of any router's policy
 // weights (the Solyx AI Grid paper's "time from burst onset to routing weight
 // adjustment"), for policies whose weights move (pressure; the others keep

@@ -51,6 +51,12 @@ const (
 
 var westSite = []int{6, 7, 8}
 
+// cellExporterDown is how long each backend's exporter stays down in the
+// telemetry-loss-each phase, and the time between two deaths: the nine fit
+// in the quick study's 30 s after the onset, and the deaths fall at
+// different points of the 500 ms report cycle (the onset is on it).
+const cellExporterDown = 3100 * time.Millisecond
+
 // Phase is one of the resilience study's failure phases: faults injected at
 // the onset, on the same workload and fleet for every policy.
 type Phase struct {
@@ -67,7 +73,32 @@ type Phase struct {
 	Faults func(onset time.Duration) []sim.Fault
 	// Describe says what the phase does, for the report.
 	Describe string
+	// Base, if set, is the phase whose measures this one takes (a variant of
+	// it under other settings): "failover" for failover-ttl500.
+	Base string
+	// HeartbeatTTL, if set, replaces the routers' heartbeat TTL
+	// (router.DefaultHeartbeatTTL) in this phase.
+	HeartbeatTTL time.Duration
+	// Stagger, in telemetry-loss phases, is the time between one backend's
+	// fault and the next's (backend i's starts at the onset + i x Stagger);
+	// zero: all at the onset.
+	Stagger time.Duration
+	// SimOnly phases are left out of a live study (the live fleet does not
+	// take the phase's settings).
+	SimOnly bool
 }
+
+// kind is the phase whose measures this one takes.
+func (p Phase) kind() string {
+	if p.Base != "" {
+		return p.Base
+	}
+	return p.Name
+}
+
+// SolyxHeartbeatTTL is the Solyx AI Grid paper's heartbeat TTL: a cell whose
+// last heartbeat is older than one 500 ms interval is Failed.
+const SolyxHeartbeatTTL = 500 * time.Millisecond
 
 // ResiliencePhases are the Solyx AI Grid paper's seven phases as this study defines them.
 func ResiliencePhases() []Phase {
@@ -85,6 +116,11 @@ func ResiliencePhases() []Phase {
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultKill, Backends: []int{faultyBackend}, At: at}}
 			}},
+		{Name: "failover-ttl500", Base: "failover", Faulty: []int{faultyBackend}, HeartbeatTTL: SolyxHeartbeatTTL, SimOnly: true,
+			Describe: fmt.Sprintf("failover with the Solyx AI Grid paper's heartbeat TTL of %v instead of our %v (heartbeats still every 500 ms)", SolyxHeartbeatTTL, router.DefaultHeartbeatTTL),
+			Faults: func(at time.Duration) []sim.Fault {
+				return []sim.Fault{{Kind: sim.FaultKill, Backends: []int{faultyBackend}, At: at}}
+			}},
 		{Name: "wan-jitter", Faulty: westSite, Extra: []string{PressureNoNet},
 			Describe: "the path to the west site's three backends gains an exponential delay of mean 20 ms each way (the Solyx AI Grid paper's 20 ms jitter induction)",
 			Faults: func(at time.Duration) []sim.Fault {
@@ -94,6 +130,16 @@ func ResiliencePhases() []Phase {
 			Describe: "every backend's DCGM exporter dies; reports carry no hardware signals",
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultExporter, Backends: all, At: at}}
+			}},
+		{Name: "telemetry-loss-each", Base: "telemetry-loss", Stagger: cellExporterDown, SimOnly: true,
+			Describe: fmt.Sprintf("each backend's DCGM exporter dies on its own (the Solyx AI Grid paper kills each cell's exporter separately): backend i's at the onset + %v x i, back %v later, one down at a time", cellExporterDown, cellExporterDown),
+			Faults: func(at time.Duration) []sim.Fault {
+				var fs []sim.Fault
+				for _, b := range all {
+					start := at + time.Duration(b)*cellExporterDown
+					fs = append(fs, sim.Fault{Kind: sim.FaultExporter, Backends: []int{b}, At: start, Until: start + cellExporterDown})
+				}
+				return fs
 			}},
 		{Name: "burst",
 			Describe: "50 new sessions arrive at once at the onset and every 30 s after it (the Solyx AI Grid paper's 50-request bursts every 30 s)",
@@ -161,9 +207,13 @@ type SimPhaseRunner struct {
 // decides whether to use them.
 func resilienceRunSpec(ps PhaseSpec) RunSpec {
 	fl, _ := ResilienceFleetAt(ps.Scale)
+	ttl := router.DefaultHeartbeatTTL
+	if ps.Phase.HeartbeatTTL > 0 {
+		ttl = ps.Phase.HeartbeatTTL
+	}
 	return RunSpec{FleetName: "sites", Fleet: fl, Policy: ps.Policy, RPS: ps.RPS, Seed: ps.Seed,
 		Warmup: ps.Onset - ps.Pre, Measure: ps.Pre + ps.Post, KeepRecords: true,
-		Telemetry: sim.DefaultTelemetry(), Router: router.Config{HeartbeatTTL: router.DefaultHeartbeatTTL},
+		Telemetry: sim.DefaultTelemetry(), Router: router.Config{HeartbeatTTL: ttl},
 		Faults: ps.Phase.Faults(ps.Onset), MaxModelLen: 131072, RecordDispatches: true}
 }
 
@@ -268,6 +318,12 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 	}
 	var phases []Phase
 	for _, ph := range ResiliencePhases() {
+		if ph.SimOnly && opts.Live != nil {
+			if slices.Contains(opts.Phases, ph.Name) {
+				return nil, fmt.Errorf("%w: phase %q runs in the simulator only, not with --live", ErrBadOptions, ph.Name)
+			}
+			continue
+		}
 		if len(opts.Phases) == 0 || slices.Contains(opts.Phases, ph.Name) {
 			phases = append(phases, ph)
 		}
@@ -451,7 +507,7 @@ func Measure(r PhaseRun) PhaseMetrics {
 	slices.Sort(pre)
 	m.SuccessPct = pct(completed, m.Turns)
 	m.LongSuccessPct = pct(longDone, m.LongTurns)
-	if sp.Phase.Name == "failover" {
+	if sp.Phase.kind() == "failover" {
 		reroutes, failed := rerouteTimes(r.Records, r.Dispatches, sp.Phase.Faulty, from, to)
 		slices.Sort(reroutes)
 		m.RerouteTurns, m.RerouteFailed = len(reroutes), failed
@@ -475,7 +531,7 @@ func Measure(r PhaseRun) PhaseMetrics {
 	m.LeakPct = pct(m.Misroutes, long)
 
 	span := sp.Post.Seconds()
-	switch sp.Phase.Name {
+	switch sp.Phase.kind() {
 	case "capability", "failover":
 		// Detected once misroutes stop: the last misroute, if it came more
 		// than 5 s before the end of the span.
@@ -493,7 +549,8 @@ func Measure(r PhaseRun) PhaseMetrics {
 	case "telemetry-loss":
 		for _, mk := range r.Marks {
 			if mk.What == "fallback" && mk.At >= from {
-				m.DetectS, m.Detected = max(m.DetectS, (mk.At-from).Seconds()), true
+				died := from + time.Duration(mk.Backend)*sp.Phase.Stagger
+				m.DetectS, m.Detected = max(m.DetectS, (mk.At-died).Seconds()), true
 			}
 		}
 	}

@@ -96,7 +96,10 @@ func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel
 		if s.Requests != nil {
 			cfg.Requests, cfg.BlockSize = s.Requests, s.BlockSize
 		}
-		cfg.Telemetry, cfg.Router, cfg.Faults, cfg.RecordDispatches = s.Telemetry, s.Router, s.Faults, s.RecordDispatches
+		cfg.Telemetry, cfg.Faults, cfg.RecordDispatches = s.Telemetry, s.Faults, s.RecordDispatches
+		if s.Router != (router.Config{}) { // else the fleet file's
+			cfg.Router = s.Router
+		}
 		for b := range cfg.Backends {
 			cfg.Backends[b].MaxModelLen = s.MaxModelLen
 		}

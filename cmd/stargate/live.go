@@ -89,6 +89,7 @@ func logger(w io.Writer, verbose bool) *slog.Logger {
 
 func newGatewayCmd() *cobra.Command {
 	cfg := gateway.DefaultConfig()
+	var slotMode string
 	var listen, keyFile, apiKeys, pprofAddr string
 	var verbose bool
 	var sec secureFlags
@@ -113,6 +114,9 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 			cfg.KeyFile = keyFile // named in the quarantine warning's release command
 			if cmd.Flags().Changed("max-inflight-per-worker") && !cmd.Flags().Changed("learn-slots") {
 				cfg.LearnSlots = false // the operator's number wins
+			}
+			if err := applySlotMode(cmd.Flags(), &cfg, slotMode, ""); err != nil {
+				return err
 			}
 			cfg.Logger = logger(cmd.ErrOrStderr(), verbose)
 			warnLegacyKey(cfg.Logger, cfg.Keys)
@@ -160,6 +164,7 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:9001", "address to listen on")
 	gatewayFlags(f, &cfg, "", "")
+	slotModeFlag(f, &slotMode, "", "")
 	f.StringVar(&keyFile, "hmac-key-file", "", "file of HMAC keys, one \"ROLE KEY-ID SECRET\" line each (docs/security.md): signs stats and fences, checks routers' requests and operators' calls")
 	f.StringVar(&apiKeys, "api-keys", "", "file of client API keys allowed to call this gateway directly (the xDS/Envoy path), one per line (the key, or sha256:HEX of it)")
 	f.BoolVar(&cfg.OpenDataPlane, "open-data-plane", false, "serve completions to anyone, even with keys (tests, a trusted network)")
@@ -173,6 +178,7 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 
 func newRouterCmd() *cobra.Command {
 	cfg := router.DefaultConfig()
+	var slotMode string
 	gcfg := gateway.DefaultConfig()
 	gcfg.ID = "local"
 	var listen, keyFile, apiKeys, pprofAddr, xdsListen, k8sService, k8sPort, kubeconfig, gatewayListen string
@@ -223,6 +229,9 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 			}
 			if cmd.Flags().Changed("gateway-max-inflight-per-worker") && !cmd.Flags().Changed("gateway-learn-slots") {
 				gcfg.LearnSlots = false // the operator's number wins
+			}
+			if err := applySlotMode(cmd.Flags(), &gcfg, slotMode, "gateway-"); err != nil {
+				return err
 			}
 			// API clients and gateways alike: a client certificate is
 			// verified if sent, and PeerIdentity names it.
@@ -333,6 +342,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 	f.BoolVar(&cfg.ExposeBackend, "expose-backend", false, "name the backend that answered in X-Stargate-Backend (experiments, debugging)")
 	f.StringArrayVar(&backends, "backend", nil, "static backend NAME=URL[@CAPACITY] (repeatable)")
 	f.IntVar(&cfg.MaxAttempts, "max-attempts", cfg.MaxAttempts, "backends one request may try before its first byte")
+	f.DurationVar(&cfg.Liveness.HeartbeatTTL, "heartbeat-ttl", cfg.Liveness.HeartbeatTTL, "fail a backend whose last stats message or heartbeat is older than this (0: never; the Solyx AI Grid paper uses 500ms with 500 ms heartbeats)")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of randomized policies")
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.StringVar(&xdsListen, "xds-listen", "", "serve the backends and their policy weights over xDS (ADS) for Envoy and gRPC on this address")
@@ -340,6 +350,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 	f.StringVar(&k8sPort, "k8s-port", "http", "with --k8s-service: the Service port's name or number")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "with --k8s-service: a kubeconfig file (default: the pod's service account)")
 	gatewayFlags(f, &gcfg, "gateway-", "gateway in this process: ")
+	slotModeFlag(f, &slotMode, "gateway-", "gateway in this process: ")
 	f.BoolVar(&cfg.Console, "console", false, "serve the operator console on GET /console (docs/console.md)")
 	f.StringVar(&gatewayListen, "gateway-listen", "", "gateway in this process: address other routers reach it on (default: only this router, in memory)")
 	f.BoolVar(&verbose, "verbose", false, "log debug messages")

@@ -21,6 +21,7 @@ func newOverlapCmd() *cobra.Command {
 		seeds    int
 		clients  []int
 		slots    []int
+		workload string
 	)
 	cmd := &cobra.Command{
 		Use:   "overlap",
@@ -42,6 +43,15 @@ HTTP; every live run is matched by a simulator run of the same settings and
 seed, and the findings compare them. Live defaults: one seed, 4, 16, 64 and
 128 clients, 15 s warm-up and 30 s measured: 12 runs, about 10 minutes.
 
+With --workload worker, the study runs instead the bounded worker overlap
+note's worker: a small deterministic model of its two stages (L1/L2 serial
+in the worker, L3 in its separate worker) and its batching GPU stage (batch
+16, one model instance, 5 ms collection delay), parameters from the note's
+"where the time goes" table (see docs/bounded-overlap.md), at 288 and 432
+clients (--clients), 1 and 2 slots (--slots), seeds 1-3 (--seeds), 5 s of
+virtual warm-up and 30 s measured (--warmup, --measure); it prints the
+note's columns and writes worker.json to --out.
+
 Prints a table and writes results.json, report.html and table.txt to --out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -49,6 +59,13 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 				return usagef("--replicates %d: want at least 1 (or 0 for the default)", seeds)
 			}
 			start := time.Now()
+			switch workload {
+			case "llm":
+			case "worker":
+				return runWorkerStudy(cmd, clients, slots, seeds, warmup, measure, out)
+			default:
+				return usagef("--workload %q: want llm or worker", workload)
+			}
 			opts := study.OverlapOptions{Quick: quick, Seeds: seeds, Clients: clients, Slots: slots, Parallel: parallel,
 				Progress: newProgress(cmd.ErrOrStderr(), "overlap study")}
 			if cmd.Flags().Changed("warmup") || cmd.Flags().Changed("measure") {
@@ -82,6 +99,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 	fl.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
 	fl.IntVar(&seeds, "replicates", 0, "seeds per cell (default 3, 1 with --quick)")
 	fl.IntSliceVar(&clients, "clients", nil, "client counts (default 4,8,16,32,64,128,256; live 4,16,64,128)")
-	fl.IntSliceVar(&slots, "slots", nil, "max_inflight_per_worker settings (default 1,2,25)")
+	fl.IntSliceVar(&slots, "slots", nil, "max_inflight_per_worker settings (default 1,2,25; worker: 1,2)")
+	fl.StringVar(&workload, "workload", "llm", "llm (the LLM engine) or worker (the bounded worker overlap note's two-stage worker and batching GPU)")
 	return cmd
 }

@@ -25,8 +25,11 @@ func newResilienceCmd() *cobra.Command {
 		Use:   "resilience",
 		Short: "The resilience study: failure phases against pressure and the baselines",
 		Long: `Simulate the resilience study: on a three-site fleet of nine backends, the
-phases baseline, capability, failover, wan-jitter, telemetry-loss, burst and
-thermal, each injecting its fault at the same onset, for pressure, pulsar-waw,
+phases baseline, capability, failover, failover-ttl500 (failover with the
+Solyx AI Grid paper's 500 ms heartbeat TTL; simulator only), wan-jitter,
+telemetry-loss, telemetry-loss-each (each backend's exporter dies on its
+own; simulator only), burst and thermal, each injecting its fault at the same
+onset, for pressure, pulsar-waw,
 least-request and round-robin (and, in wan-jitter, pressure-no-net: pressure
 without the network signals), seeds 1-5 (180 s before the onset, 60 s
 measured after it). Reports success rate, TTFT p50/p95/p99, misroutes, time to

@@ -25,6 +25,8 @@ func newSimCmd() *cobra.Command {
 		trace, traceFormat, classes    string
 		traceRate                      float64
 		warmup, measure, cooldown      time.Duration
+		heartbeatTTL                   time.Duration
+		heartbeatInterval              time.Duration
 		parallel                       int
 	)
 	cmd := &cobra.Command{
@@ -103,6 +105,9 @@ defaults to the rest of the trace. --rps is then unused.`,
 				if err != nil {
 					return usageError{err}
 				}
+				if err := applyLiveness(cmd.Flags(), fleet, heartbeatTTL, heartbeatInterval); err != nil {
+					return err
+				}
 				for _, class := range classList {
 					for _, pol := range splitList(policies) {
 						if !reg.Has(pol) {
@@ -158,6 +163,7 @@ defaults to the rest of the trace. --rps is then unused.`,
 	f.StringVar(&engineName, "engine", "", "engine profile replacing the fleet's default: half, full or a profile of the fleet file (backends with their own profile keep it)")
 	f.DurationVar(&warmup, "warmup", 240*time.Second, "warm-up before the measured window")
 	f.DurationVar(&measure, "measure", 240*time.Second, "length of the measured window")
+	livenessFlags(f, &heartbeatTTL, &heartbeatInterval)
 	f.DurationVar(&cooldown, "cooldown", 0, "run on this long after the window and measure the turns that started in it (0: those that ended in it)")
 	f.StringVar(&format, "format", "table", "output format: table, json or csv")
 	f.StringVar(&out, "out", "", "directory for results.json, table.txt and one NDJSON file of turn records per run")

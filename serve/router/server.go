@@ -111,7 +111,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{ID: "router-1", Policy: "pulsar-waw", Params: policy.DefaultParams(), Seed: 1,
 		MaxBodyBytes: 8 << 20, MaxMessages: 4096, MaxTokensLimit: 1 << 20, MaxAttempts: rcore.DefaultMaxAttempts,
-		Liveness:      rcore.Config{HeartbeatTTL: 1500 * time.Millisecond, PathStale: 5 * time.Second, Capability: true},
+		Liveness:      rcore.Config{HeartbeatTTL: rcore.DefaultLiveHeartbeatTTL, PathStale: 5 * time.Second, Capability: true},
 		ProbeInterval: 500 * time.Millisecond, Link: true}
 }
 
