@@ -27,7 +27,7 @@ func TestFlagsCheckedBeforeWork(t *testing.T) {
 		args []string
 		want []string // every one must be in the error line
 	}{
-		{"routing: live-only policy without --live", []string{"study", "routing", "--policy", "nosuch"}, []string{"--policy only applies with --live"}},
+		{"routing: unknown policy", []string{"study", "routing", "--policy", "nosuch"}, []string{"--policy", `unknown policy "nosuch"`, "pulsar-waw"}},
 		{"routing: live-only flags without --live", []string{"study", "routing", "--scale", "0.2", "--seed", "3"}, []string{"--scale, --seed only apply with --live"}},
 		{"routing live: unknown policy", []string{"study", "routing", "--live", "--policy", "nosuch"}, []string{"--policy", `unknown policy "nosuch"`, "pressure", "pulsar-waw"}},
 		{"routing live: unknown fleet", []string{"study", "routing", "--live", "--fleet", "nowhere"}, []string{"--fleet", "three-site", "nor a fleet file"}},

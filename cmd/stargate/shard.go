@@ -107,6 +107,11 @@ wall times. Every part 0..N-1 must be there once, from the same study options.`,
 			if err != nil {
 				return failure{err}
 			}
+			// What an unsharded run prints before its table, then the same.
+			if err := res.WriteExtraText(cmd.OutOrStdout()); err != nil {
+				return failure{err}
+			}
+			fmt.Fprintln(cmd.OutOrStdout())
 			return reportStudy(cmd.OutOrStdout(), res.Table(), res.Findings(), res.WriteFiles, out, len(res.Runs), start)
 		},
 	}
