@@ -258,7 +258,7 @@ This measures each estimate on the workload (every request of a trace, or
 at each short-pool threshold (--thresholds), the share of requests it puts
 in the short pool although their total does not fit (their answer would be
 cut) and the share it sends to the long pool although they fit the short.`,
-		Example: `  stargate plan estimate-error --trace ../shared/traces/mooncake/conversation_trace.jsonl --thresholds 4096,16384`,
+		Example: `  stargate plan estimate-error --trace traces/mooncake/conversation_trace.jsonl --thresholds 4096,16384`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rs []*plan.LengthRouter

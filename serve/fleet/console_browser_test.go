@@ -23,7 +23,7 @@ import (
 )
 
 // consoleShows is how soon the console must show a change the router or a
-// gateway knows of (the bound).
+// gateway knows of (the bound docs/console.md promises).
 const consoleShows = 2 * time.Second
 
 // findBrowser returns a Chromium to drive: $CHROME, else chromium or
