@@ -37,6 +37,13 @@ func startEngine(t *testing.T, addr string, key auth.Key) *liveEngine {
 	t.Helper()
 	cfg := engine.DefaultConfig()
 	cfg.Key = key
+	return serveEngine(t, addr, cfg)
+}
+
+// serveEngine starts an engine of cfg on addr ("127.0.0.1:0": any port),
+// waiting a moment for the port of a killed engine to free.
+func serveEngine(t *testing.T, addr string, cfg engine.Config) *liveEngine {
+	t.Helper()
 	srv, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -363,18 +363,7 @@ var errQueueTimeout = errors.New("gateway: waited longer than the queue deadline
 // outlived MaxQueueWait: it gives back what it held and answers 503 with
 // Retry-After before any byte, so that its router retries elsewhere.
 func (s *Server) timedOut(w http.ResponseWriter, id uint64) {
-	s.mu.Lock()
-	now := s.now()
-	if _, admitted := s.adm.Cancel(now, id, nil); admitted != nil {
-		s.wakeAdmitted(admitted)
-	}
-	if grants, err := s.slots.Cancel(id); err == nil {
-		s.wakeGrants(grants)
-	}
-	delete(s.waits, id)
-	s.end(ReasonQueueTimeout, false)
-	wait := s.adm.EstimatedWait()
-	s.mu.Unlock()
+	wait := s.giveBack(id, ReasonQueueTimeout, false)
 	s.pokeStats()
 	w.Header().Set("Retry-After", retryAfter(wait))
 	w.Header().Set(wire.HeaderBackend, s.cfg.ID)

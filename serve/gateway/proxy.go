@@ -231,21 +231,28 @@ func (s *Server) abandon(ctx context.Context, w http.ResponseWriter, id uint64) 
 // fail ends a request that never reached the engine: it gives back whatever
 // admission or permit it held.
 func (s *Server) fail(w http.ResponseWriter, id uint64, reason string, _ error) {
+	s.giveBack(id, reason, true)
+	s.pokeStats()
+	if reason == ReasonShutdown {
+		openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "gateway is shutting down")
+	}
+}
+
+// giveBack cancels a request that never reached the engine: its admission
+// or its wait for one, its worker permit or its wait for one; it counts how
+// the request ended and returns the queue wait to advertise.
+func (s *Server) giveBack(id uint64, reason string, failed bool) (wait time.Duration) {
 	s.mu.Lock()
-	now := s.now()
-	if _, admitted := s.adm.Cancel(now, id, nil); admitted != nil {
+	defer s.mu.Unlock()
+	if _, admitted := s.adm.Cancel(s.now(), id, nil); admitted != nil {
 		s.wakeAdmitted(admitted)
 	}
 	if grants, err := s.slots.Cancel(id); err == nil {
 		s.wakeGrants(grants)
 	}
 	delete(s.waits, id)
-	s.end(reason, true)
-	s.mu.Unlock()
-	s.pokeStats()
-	if reason == ReasonShutdown {
-		openai.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "gateway is shutting down")
-	}
+	s.end(reason, failed)
+	return s.adm.EstimatedWait()
 }
 
 // releaseAdmission frees id's admission slot. Called with mu held.

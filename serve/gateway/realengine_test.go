@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,26 +26,7 @@ func startVLLM(t *testing.T, addr, apiKey string) *liveEngine {
 	t.Helper()
 	cfg := engine.DefaultConfig()
 	cfg.Compat, cfg.APIKey = engine.CompatVLLM, apiKey
-	srv, err := engine.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ln net.Listener
-	for range 50 { // the port of a killed engine may take a moment to free
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	e := &liveEngine{srv: srv, hs: &http.Server{Handler: srv.Handler()}, addr: ln.Addr().String(), stop: stop, done: make(chan struct{})}
-	go func() { srv.Run(ctx); close(e.done) }()
-	go func() { _ = e.hs.Serve(ln) }()
-	t.Cleanup(e.kill)
-	return e
+	return serveEngine(t, addr, cfg)
 }
 
 // logBuffer collects a gateway's log lines.
