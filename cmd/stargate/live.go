@@ -258,7 +258,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 				return usagef("--listen %q: %v", listen, err)
 			}
 			if local != nil {
-				if err := local.open(sec.scheme()+"://"+ln.Addr().String(), srv.Registerer()); err != nil {
+				if err := local.open(sec.scheme()+"://"+dialable(ln.Addr()), srv.Registerer()); err != nil {
 					_ = ln.Close()
 					return err
 				}
@@ -571,4 +571,19 @@ func writeIndented(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// dialable is the address a process reaches its own listener at: the
+// listener's, with an unspecified host (0.0.0.0, ::) replaced by loopback,
+// so that a certificate check names a host a certificate can carry.
+func dialable(a net.Addr) string {
+	t, ok := a.(*net.TCPAddr)
+	if !ok || !t.IP.IsUnspecified() {
+		return a.String()
+	}
+	ip := net.IPv4(127, 0, 0, 1)
+	if t.IP.To4() == nil {
+		ip = net.IPv6loopback
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(t.Port))
 }
