@@ -296,7 +296,13 @@ func TestRouterRunsItsGateway(t *testing.T) {
 // labels include want.
 func metricSum(t *testing.T, url, name string, want map[string]string) float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
+	return metricSumClient(t, http.DefaultClient, url, name, want)
+}
+
+// metricSumClient is metricSum fetched with client (TLS, for one).
+func metricSumClient(t *testing.T, client *http.Client, url, name string, want map[string]string) float64 {
+	t.Helper()
+	resp, err := client.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

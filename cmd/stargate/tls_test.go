@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/stargate-llm/stargate/internal/poll"
 	"github.com/stargate-llm/stargate/serve/tlsconf/tlstest"
 )
@@ -129,7 +126,7 @@ func TestTLSRoundTrip(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusOK || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
 		t.Fatalf("streamed request through router, gateway and engine: %d %q %v", resp.StatusCode, b, err)
 	}
-	if got := metricSumWith(t, api, routerURL, "stargate_router_links"); got != 1 {
+	if got := metricSumClient(t, api, routerURL, "stargate_router_links", nil); got != 1 {
 		t.Errorf("the router has %v links to the gateway, want 1 (a link inside TLS)", got)
 	}
 	// The gateway takes routers (and operators) only.
@@ -154,27 +151,6 @@ type tlogWriter struct{ t *testing.T }
 func (w tlogWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
-}
-
-// metricSumWith is the sum of a metric family's samples at url/metrics,
-// fetched with client.
-func metricSumWith(t *testing.T, client *http.Client, url, name string) float64 {
-	t.Helper()
-	resp, err := client.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, m := range fams[name].GetMetric() {
-		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-	}
-	return sum
 }
 
 // TestTLSRouterRunsItsGateway: a router running its gateway in process
