@@ -228,6 +228,20 @@ func (f *planFlags) choice() (plan.PoolChoice, error) {
 }
 
 // parsePools reads name:profile:max_tokens:instances,...
+// plannerFleet is the planner of the command's flags and the fleet of
+// --pools, which every command that evaluates a given fleet needs.
+func (f *planFlags) plannerFleet(cmd *cobra.Command, pools string) (*plan.Planner, plan.Fleet, error) {
+	pl, err := f.planner(cmd)
+	if err != nil {
+		return nil, plan.Fleet{}, err
+	}
+	fleet, err := parsePools(pools)
+	if err != nil {
+		return nil, plan.Fleet{}, err
+	}
+	return pl, fleet, nil
+}
+
 func parsePools(s string) (plan.Fleet, error) {
 	var f plan.Fleet
 	for _, part := range splitList(s) {
@@ -440,11 +454,7 @@ func newPlanSimulateCmd() *cobra.Command {
 		Example: `  stargate plan simulate --cdf examples/plan/chat-cdf.json --lam 20 --pools short:l4-llama3.1-8b:2048:6,long:h100-llama3.1-8b:32768:5`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pl, err := f.planner(cmd)
-			if err != nil {
-				return err
-			}
-			fleet, err := parsePools(pools)
+			pl, fleet, err := f.plannerFleet(cmd, pools)
 			if err != nil {
 				return err
 			}
@@ -607,11 +617,7 @@ func newPlanCompareCmd() *cobra.Command {
 
 // comparePolicies runs the DES of one fleet with each placement policy.
 func comparePolicies(cmd *cobra.Command, f *planFlags, pools, policies string) error {
-	pl, err := f.planner(cmd)
-	if err != nil {
-		return err
-	}
-	fleet, err := parsePools(pools)
+	pl, fleet, err := f.plannerFleet(cmd, pools)
 	if err != nil {
 		return err
 	}

@@ -174,11 +174,7 @@ the pools is --policy; plan compare-policies compares those.`,
 				fmt.Fprintln(cmd.ErrOrStderr(), "stargate: compare-routers --policies is deprecated: use plan compare-policies")
 				return comparePolicies(cmd, &f, pools, policies)
 			}
-			pl, err := f.planner(cmd)
-			if err != nil {
-				return err
-			}
-			fleet, err := parsePools(pools)
+			pl, fleet, err := f.plannerFleet(cmd, pools)
 			if err != nil {
 				return err
 			}
