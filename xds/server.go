@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -59,6 +61,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the server's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// TLS, if set, serves ADS over TLS (ALPN h2) with it: its certificate,
+	// client-certificate checks and reloading (package tlsconf) as given.
+	// nil serves plaintext, logged at WARN.
+	TLS *tls.Config
 }
 
 func (o Options) withDefaults() Options {
@@ -272,15 +278,24 @@ func (s *Server) Version() string {
 // Serve serves ADS on lis until ctx ends, then closes every stream and
 // returns nil. Clients keep the configuration they last accepted.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	gs := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	)
+	}
+	if s.opts.TLS != nil {
+		cfg := s.opts.TLS.Clone()
+		cfg.NextProtos = []string{"h2"} // gRPC's, whatever the HTTP listeners offer
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
+		s.log.Info("xds serving ADS over TLS", "addr", lis.Addr().String(), "client_certs", cfg.ClientAuth.String())
+	} else {
+		s.log.Warn("xds serving ADS in plaintext: the backends' addresses cross the network unencrypted; give the router --tls-cert-file and --tls-private-key-file unless this is loopback or a test",
+			"addr", lis.Addr().String())
+	}
+	gs := grpc.NewServer(opts...)
 	srv := serverv3.NewServer(ctx, s.cache, s.callbacks())
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, srv)
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(lis) }()
-	s.log.Info("xds serving ADS", "addr", lis.Addr().String())
 	select {
 	case <-ctx.Done():
 		// ADS streams never end by themselves: stop, not graceful stop.

@@ -50,11 +50,15 @@ clock. Tokens stream at the pace of the model's steps.`,
 			if err != nil {
 				return err
 			}
+			pprofCfg, err := sec.pprofTLS(log)
+			if err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return usagef("--listen %q: %v", listen, err)
 			}
-			if err := startPprof(cmd.Context(), pprofAddr, cmd.ErrOrStderr()); err != nil {
+			if err := startPprof(cmd.Context(), pprofAddr, cmd.ErrOrStderr(), pprofCfg); err != nil {
 				_ = ln.Close()
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -128,6 +129,10 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 			if err != nil {
 				return err
 			}
+			pprofCfg, err := sec.pprofTLS(cfg.Logger)
+			if err != nil {
+				return err
+			}
 			if cfg.DialTLS, err = sec.dialer(nil, rolesFor(hostsOf(cfg.Routers), tlsconf.RoleRouter)); err != nil {
 				return err
 			}
@@ -144,7 +149,7 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 				return usageError{err}
 			}
 			ctx := cmd.Context()
-			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr()); err != nil {
+			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr(), pprofCfg); err != nil {
 				_ = ln.Close()
 				return err
 			}
@@ -239,6 +244,15 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 			if err != nil {
 				return err
 			}
+			pprofCfg, err := sec.pprofTLS(cfg.Logger)
+			if err != nil {
+				return err
+			}
+			// Envoy (a router's certificate) and operators, with --client-ca-file.
+			xdsCfg, err := sec.sideTLS(cfg.Logger, tlsconf.RoleRouter, tlsconf.RoleOperator)
+			if err != nil {
+				return err
+			}
 			local, err := newLocalGateway(&cfg, gcfg, gatewayListen, &sec)
 			if err != nil {
 				return err
@@ -271,7 +285,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 					_ = ln.Close()
 					return usagef("--xds-listen %q: %v", xdsListen, err)
 				}
-				if xs, err = xds.NewServer(xds.Options{Logger: cfg.Logger, Registerer: srv.Registerer()}); err != nil {
+				if xs, err = xds.NewServer(xds.Options{Logger: cfg.Logger, Registerer: srv.Registerer(), TLS: xdsCfg}); err != nil {
 					_ = ln.Close()
 					_ = xl.Close()
 					return usageError{err}
@@ -298,7 +312,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr()); err != nil {
+			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr(), pprofCfg); err != nil {
 				_ = ln.Close()
 				if xl != nil {
 					_ = xl.Close()
@@ -427,6 +441,7 @@ func parseStaticBackend(s string) (router.StaticBackend, error) {
 
 func newFleetCmd() *cobra.Command {
 	var fleetName, pol, pprofAddr string
+	var ftls fleetTLSFlags
 	var routers int
 	scale := 1.0
 	var seed uint64
@@ -456,11 +471,20 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 					return usagef("--scale: %v", err)
 				}
 			}
-			ctx := cmd.Context()
-			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr()); err != nil {
+			log := logger(cmd.ErrOrStderr(), verbose)
+			fleetTLS, err := ftls.build(log)
+			if err != nil {
 				return err
 			}
-			f, err := fleet.Start(ctx, scfg, reg, fleet.Options{RoutersPerRegion: routers, Seed: seed, Logger: logger(cmd.ErrOrStderr(), verbose)})
+			var pprofCfg *tls.Config
+			if fleetTLS != nil {
+				pprofCfg = fleetTLS.Server
+			}
+			ctx := cmd.Context()
+			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr(), pprofCfg); err != nil {
+				return err
+			}
+			f, err := fleet.Start(ctx, scfg, reg, fleet.Options{RoutersPerRegion: routers, Seed: seed, Logger: log, TLS: fleetTLS})
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -484,6 +508,7 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 	f.IntVar(&routers, "routers-per-region", 0, "routers in each region (0: the fleet's own count)")
 	f.Float64Var(&scale, "scale", scale, "fraction of every backend's GPUs (at least 1; one router per region below 1), as the live study's --scale")
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
+	ftls.add(f)
 	f.Uint64Var(&seed, "seed", 1, "seed of the engines' text and the policies")
 	f.BoolVar(&verbose, "verbose", false, "log the services' messages")
 	return cmd

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -16,8 +18,9 @@ const pprofFlagUsage = "serve net/http/pprof on this address (e.g. 127.0.0.1:606
 
 // startPprof serves the runtime profiles under /debug/pprof/ on addr, on a
 // listener of its own so that they never share the service's port, until
-// ctx ends. An empty addr does nothing.
-func startPprof(ctx context.Context, addr string, errw io.Writer) error {
+// ctx ends: over TLS with cfg (see secureFlags.pprofTLS), plaintext when
+// cfg is nil. An empty addr does nothing.
+func startPprof(ctx context.Context, addr string, errw io.Writer, cfg *tls.Config) error {
 	if addr == "" {
 		return nil
 	}
@@ -25,13 +28,17 @@ func startPprof(ctx context.Context, addr string, errw io.Writer) error {
 	if err != nil {
 		return usagef("--pprof %q: %v", addr, err)
 	}
+	scheme := "http"
+	if cfg != nil {
+		ln, scheme = tls.NewListener(ln, cfg), "https"
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintf(errw, "pprof server: %v\n", err)
@@ -41,6 +48,6 @@ func startPprof(ctx context.Context, addr string, errw io.Writer) error {
 		<-ctx.Done()
 		_ = hs.Close()
 	}()
-	fmt.Fprintf(errw, "pprof on http://%s/debug/pprof/\n", ln.Addr())
+	fmt.Fprintf(errw, "pprof on %s://%s/debug/pprof/\n", scheme, ln.Addr())
 	return nil
 }

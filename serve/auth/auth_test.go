@@ -53,6 +53,7 @@ func TestVerify(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			v := NewVerifier(self, DefaultMaxSkew, testKey)
 			v.now = func() time.Time { return now }
+			v.start = now.Add(-time.Minute) // started well before the messages
 			s := NewSigner(tt.signer, "gw-a")
 			s.now = func() time.Time { return now.Add(tt.clock) }
 			req := signed(t, s, `{"active":3}`)

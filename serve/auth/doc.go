@@ -15,6 +15,9 @@
 // A Verifier accepts a message only if the key id is known, the signature
 // matches, the timestamp is within MaxSkew of its clock and the sequence
 // number is higher than the last one it accepted from that sender and boot.
+// It keeps those numbers in memory only, so a control-plane message (Verify,
+// VerifyService) must also be signed after the verifier started, less
+// StartSkew: a message captured before a restart is not taken again after it.
 // Everything else is rejected with a reason and counted.
 //
 // API keys for clients are kept as SHA-256 hashes and compared in constant

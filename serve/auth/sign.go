@@ -286,6 +286,7 @@ const (
 	ReasonSignature = "bad_signature"
 	ReasonSkew      = "timestamp_skew"
 	ReasonReplay    = "replayed_sequence"
+	ReasonStale     = "signed_before_start"
 	ReasonBody      = "unreadable_body"
 )
 
@@ -315,6 +316,9 @@ type Verifier struct {
 	keys          map[string]Key
 	maxSkew       time.Duration
 	now           func() time.Time
+	// start is when the verifier began: a control-plane message signed
+	// more than StartSkew before it is refused (see check).
+	start time.Time
 
 	mu       sync.Mutex
 	last     map[string]*replay // sender + "\n" + boot
@@ -336,6 +340,16 @@ const replayWindow = 64
 // DefaultMaxSkew is how far a message's timestamp may be from the verifier's clock.
 const DefaultMaxSkew = 5 * time.Second
 
+// StartSkew is how long before a verifier's start a control-plane message
+// (Verify, VerifyService) may have been signed. The sequence numbers a
+// verifier has seen live in memory, so a restarted service would otherwise
+// take, once more, a message captured before its restart while its
+// timestamp is within the window. Far below DefaultMaxSkew: it only has to
+// forgive the signer's clock being that much behind the service's; a
+// signer further behind has its calls refused (ReasonStale) for that long
+// after the service starts, and retries.
+const StartSkew = 500 * time.Millisecond
+
 // maxTracked bounds the (sender, boot) pairs a Verifier remembers.
 const maxTracked = 1 << 16
 
@@ -344,7 +358,7 @@ const maxTracked = 1 << 16
 func NewVerifier(self string, maxSkew time.Duration, keys ...Key) *Verifier {
 	service, _, _ := strings.Cut(self, "/")
 	v := &Verifier{self: self, service: service, keys: make(map[string]Key), maxSkew: maxSkew, now: time.Now,
-		last: make(map[string]*replay), rejected: make(map[string]uint64)}
+		start: time.Now(), last: make(map[string]*replay), rejected: make(map[string]uint64)}
 	for _, k := range keys {
 		if k.Role == "" {
 			k.Role = RoleAny // a key made in code without a role
@@ -428,6 +442,13 @@ func (v *Verifier) check(req *http.Request, body []byte, service, window bool, r
 	}
 	if skew := v.now().Sub(time.UnixMilli(ms)); skew > v.maxSkew || skew < -v.maxSkew {
 		return Message{}, v.reject(ReasonSkew, fmt.Sprintf("timestamp is %v away from this clock (limit %v); check the clocks", skew.Round(time.Millisecond), v.maxSkew))
+	}
+	// A control-plane message from before this verifier began may have
+	// been seen by the process before it: refuse it rather than forget.
+	// Data-plane requests (window) are not checked: see docs/security.md.
+	if signed := time.UnixMilli(ms); !window && signed.Before(v.start.Add(-StartSkew)) {
+		return Message{}, v.reject(ReasonStale, fmt.Sprintf("signed %v before this service started (it restarted, or the signer's clock is behind); sign it again",
+			v.start.Sub(signed).Round(time.Millisecond)))
 	}
 	id := sender + "\n" + boot
 	v.mu.Lock()

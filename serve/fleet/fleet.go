@@ -57,6 +57,9 @@ type Options struct {
 	MaxModelLen int
 	// OpenInfo serves the gateways' /metrics to anyone (scrapers).
 	OpenInfo bool
+	// TLS, if set, serves every listener over TLS and has the services
+	// verify one another (see TLS); nil is plain HTTP on loopback.
+	TLS *TLS
 }
 
 // Fleet is a running fleet.
@@ -88,6 +91,9 @@ type Fleet struct {
 	gatewayHS, engineHS []*http.Server
 	stopGW, stopEngine  []context.CancelFunc
 	killed              []bool
+
+	tls        *TLS
+	transports []*http.Transport // the gateways' TLS clients, closed by Stop
 }
 
 // Start brings up the fleet of cfg and returns once every gateway has
@@ -100,7 +106,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	f := &Fleet{cancel: cancel}
+	f := &Fleet{cancel: cancel, tls: opts.TLS}
 	ok := false
 	defer func() {
 		if !ok {
@@ -114,7 +120,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		if err != nil {
 			return nil, "", fmt.Errorf("fleet: %w", err)
 		}
-		return ln, "http://" + ln.Addr().String(), nil
+		return ln, f.scheme() + "://" + ln.Addr().String(), nil
 	}
 	// Listeners first: every service needs the others' addresses.
 	var routerLns, gatewayLns, engineLns []net.Listener
@@ -168,7 +174,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		f.wg.Add(1)
 		go func() { defer f.wg.Done(); es.Run(engCtx) }()
 
-		tr := netsim.New(nil, opts.Seed+uint64(i))
+		tr := netsim.New(f.clientTransport(), opts.Seed+uint64(i))
 		f.GatewayPaths = append(f.GatewayPaths, tr)
 		for ri, u := range f.RouterURLs {
 			tr.Set(hostOf(u), cfg.Latency[b.Region][f.RouterRegion[ri]], 0)
@@ -198,6 +204,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		rc.ID, rc.Policy, rc.Params, rc.Seed, rc.Key = fmt.Sprintf("router-%d", ri), cfg.Policy, cfg.Params, opts.Seed+uint64(ri), key
 		rc.ExposeBackend = true // experiments attribute each answer to its backend
 		rc.Network = func(base http.RoundTripper) http.RoundTripper { tr.Base = base; return tr }
+		rc.DialTLS = f.dialTLS()
 		rc.Logger = opts.Logger
 		if opts.Hooks != nil {
 			rc.Hooks = opts.Hooks(ri)
@@ -228,15 +235,13 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 	return f, nil
 }
 
-func hostOf(u string) string { return u[len("http://"):] }
-
 func (f *Fleet) serve(ln net.Listener, h http.Handler) *http.Server {
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	f.servers = append(f.servers, hs)
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := hs.Serve(f.listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			_ = err // the listener closed under us; Stop reports nothing more useful
 		}
 	}()
@@ -347,5 +352,8 @@ func (f *Fleet) Stop() {
 	f.wg.Wait()
 	for _, g := range f.Gateways {
 		g.Wait()
+	}
+	for _, tr := range f.transports {
+		tr.CloseIdleConnections()
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	core "github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/engine"
 	"github.com/stargate-llm/stargate/serve/wire"
 	"github.com/stargate-llm/stargate/telemetry"
@@ -81,13 +82,22 @@ func (s *Server) pushLoop(ctx context.Context, t *routerTarget) {
 }
 
 func (s *Server) push(ctx context.Context, t *routerTarget, st *core.Stats) error {
+	err := s.pushTo(ctx, t, st)
+	if name, ok := otherReplica(err, t.name); ok {
+		t.name = name // first contact, or the address now reaches another replica
+		err = s.pushTo(ctx, t, st)
+	}
+	return err
+}
+
+func (s *Server) pushTo(ctx context.Context, t *routerTarget, st *core.Stats) error {
 	msg := s.message(st, t.name)
 	body, err := json.Marshal(msg)
 	if err != nil {
 		return err
 	}
-	// For the router service: its address may reach any replica.
-	req, err := s.signer.NewRequest("router", http.MethodPost, t.url+wire.PathStats, body)
+	// For the one replica behind the address (see otherReplica).
+	req, err := s.signer.NewRequest(auth.Audience("router", t.name), http.MethodPost, t.url+wire.PathStats, body)
 	if err != nil {
 		return err
 	}
@@ -337,7 +347,8 @@ func (s *Server) exchange(ctx context.Context, req *http.Request, who string, ou
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return &statusError{code: resp.StatusCode, msg: fmt.Sprintf("%s answered %s: %s", who, resp.Status, bytes.TrimSpace(b))}
+		return &statusError{code: resp.StatusCode, msg: fmt.Sprintf("%s answered %s: %s", who, resp.Status, bytes.TrimSpace(b)),
+			router: resp.Header.Get(wire.HeaderRouter)}
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(out); err != nil {
 		return fmt.Errorf("%s's answer: %w", who, err)
@@ -347,8 +358,9 @@ func (s *Server) exchange(ctx context.Context, req *http.Request, who string, ou
 
 // statusError is an answer other than 200 to an exchange.
 type statusError struct {
-	code int
-	msg  string
+	code   int
+	msg    string
+	router string // the replica that answered, if it said (X-Stargate-Router)
 }
 
 func (e *statusError) Error() string { return e.msg }

@@ -42,8 +42,11 @@ func (s *Server) openDataPlane() bool { return s.cfg.OpenDataPlane || len(s.call
 // the caller's router id for the core's counts ("" for a client), and
 // false once it has answered the request as unauthorized.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, body []byte, read bool) (router string, ok bool) {
-	if _, inProcess := openai.ReadFrom(r.Context()); inProcess || s.openDataPlane() {
-		return r.Header.Get(wire.HeaderRouter), true // a router in this process, or no check asked for
+	if _, inProcess := openai.ReadFrom(r.Context()); inProcess {
+		return r.Header.Get(wire.HeaderRouter), true // a router in this process
+	}
+	if s.openDataPlane() {
+		return s.openCaller(r, body, read), true
 	}
 	needBody := false
 	for _, a := range s.callers {

@@ -13,13 +13,14 @@ import (
 // Handler wraps h with the per-request limits of l: the body's read
 // deadline, the per-write deadline and the large bodies' slots.
 func Handler(h http.Handler, l Limits) http.Handler {
-	return &limited{next: h, lim: l, large: make(chan struct{}, max(l.MaxLargeBodies, 1))}
+	return &limited{next: h, lim: l, large: make(chan struct{}, max(l.MaxLargeBodies, 1)), mem: newBudget(l.MaxBodyMemory)}
 }
 
 type limited struct {
 	next  http.Handler
 	lim   Limits
 	large chan struct{}
+	mem   *budget // nil: no byte budget
 }
 
 func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -35,6 +36,21 @@ func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, "too many large request bodies at once (over "+strconv.FormatInt(s.lim.LargeBody, 10)+" bytes or of unknown length); retry", http.StatusServiceUnavailable)
 				return
 			}
+			if s.mem != nil {
+				if r.ContentLength > 0 {
+					cost, status, ok := s.mem.take(r.ContentLength)
+					if !ok {
+						refuseMemory(w, status, s.mem.size, r.ContentLength)
+						return
+					}
+					defer s.mem.sem.Release(cost)
+				} else { // unknown length: charged as it arrives
+					mb := &meteredBody{ReadCloser: r.Body, b: s.mem}
+					r.Body = mb
+					defer mb.release()
+					w = &memoryAnswer{ResponseWriter: w, body: mb}
+				}
+			}
 		}
 		if s.lim.BodyReadTimeout > 0 {
 			if err := rc.SetReadDeadline(time.Now().Add(s.lim.BodyReadTimeout)); err == nil {
@@ -43,7 +59,7 @@ func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if s.lim.WriteTimeout > 0 {
-		pw := &perWrite{ResponseWriter: w, rc: rc, d: s.lim.WriteTimeout}
+		pw := &perWrite{ResponseWriter: w, rc: http.NewResponseController(w), d: s.lim.WriteTimeout}
 		// The server writes what is buffered after the handler returns:
 		// that write gets its own deadline too.
 		defer pw.renew()

@@ -27,6 +27,12 @@ type Limits struct {
 	// bounds the requests with large bodies served at once.
 	LargeBody      int64
 	MaxLargeBodies int
+	// MaxBodyMemory bounds the memory of the large bodies served at once:
+	// each is charged BodyMemoryFactor times its size, at its start (a
+	// declared length) or as it arrives (unknown length); a request beyond
+	// it is answered 503 with Retry-After at once, never kept waiting. 0:
+	// no bound but MaxLargeBodies.
+	MaxBodyMemory int64
 }
 
 // DefaultLimits are the listeners' defaults:
@@ -48,11 +54,15 @@ type Limits struct {
 //     at most about 128 MiB in connections, and below common descriptor
 //     limits; a router proxying 200 streams uses a few hundred.
 //   - LargeBody 1 MiB, MaxLargeBodies 16: a 128K-token prompt is about
-//     512 KiB and stays below; 16 requests of the largest body hold at most
-//     128 MiB of bodies and their parsing.
+//     512 KiB and stays below.
+//   - MaxBodyMemory 256 MiB: large bodies of 64 MiB in all at once (8 of
+//     the largest, 8 MiB), their parsing and the collector's headroom
+//     included (BodyMemoryFactor); a router or gateway then stays within
+//     a few hundred MiB however many large bodies arrive.
 func DefaultLimits() Limits {
 	return Limits{ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 20 * time.Second, WriteTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 4096, LargeBody: 1 << 20, MaxLargeBodies: 16}
+		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 4096, LargeBody: 1 << 20, MaxLargeBodies: 16,
+		MaxBodyMemory: 256 << 20}
 }
 
 // Validate says what is wrong with l.
@@ -75,6 +85,10 @@ func (l Limits) Validate() error {
 	}
 	if l.LargeBody < 1 || l.MaxLargeBodies < 1 {
 		errs = append(errs, fmt.Errorf("--large-body-bytes %d and --max-large-bodies %d must be at least 1", l.LargeBody, l.MaxLargeBodies))
+	}
+	if l.MaxBodyMemory != 0 && l.MaxBodyMemory/BodyMemoryFactor < l.LargeBody {
+		errs = append(errs, fmt.Errorf("--max-body-memory %d must be 0 (no bound) or at least %d times --large-body-bytes %d: each large body is charged %d times its size",
+			l.MaxBodyMemory, BodyMemoryFactor, l.LargeBody, BodyMemoryFactor))
 	}
 	return errors.Join(errs...)
 }

@@ -561,7 +561,10 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this router takes no registrations: it has no HMAC key (--hmac-key-file)", http.StatusNotFound)
 		return
 	}
-	body, msgID, err := s.verify.VerifyService(r, 1<<20, auth.RoleGateway)
+	// Signed for this replica only, which the answer names, so that a
+	// gateway reaching it through a shared address can sign for it.
+	w.Header().Set(wire.HeaderRouter, s.cfg.ID)
+	body, msgID, err := s.verify.Verify(r, 1<<20, auth.RoleGateway)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return

@@ -1,0 +1,228 @@
+package httplimit_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stargate-llm/stargate/serve/httplimit"
+	"github.com/stargate-llm/stargate/serve/openai"
+)
+
+// holdingServer serves handle for every request and, on /hold, keeps the
+// request (and what handle returned) until release is closed.
+func holdingServer(t *testing.T, l httplimit.Limits, handle func(r *http.Request) (any, error)) (addr string, held chan struct{}, release chan struct{}) {
+	t.Helper()
+	held, release = make(chan struct{}, 64), make(chan struct{})
+	addr = start(t, l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, err := handle(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if r.URL.Path == "/hold" {
+			held <- struct{}{}
+			select {
+			case <-release:
+			case <-time.After(3 * hangGuard):
+			}
+		}
+		runtime.KeepAlive(v)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	return addr, held, release
+}
+
+func readAll(r *http.Request) (any, error) { return io.ReadAll(r.Body) }
+
+// send posts body to addr+path; chunked sends it without a length.
+func send(t *testing.T, addr, path string, body []byte, chunked bool) *http.Response {
+	t.Helper()
+	var rd io.Reader = bytes.NewReader(body)
+	if chunked {
+		rd = io.MultiReader(rd) // hides the length: sent chunked
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp
+}
+
+// TestBodyMemoryBudget: large bodies are charged BodyMemoryFactor times
+// their size against MaxBodyMemory; one beyond what is left is refused at
+// once with 503 and Retry-After (a declared length before its body is
+// read, one of unknown length when the budget runs out midway), one the
+// whole budget cannot hold with 413; within the budget they are served,
+// and the budget comes back when a request ends.
+func TestBodyMemoryBudget(t *testing.T) {
+	l := short()
+	l.LargeBody, l.MaxLargeBodies, l.BodyReadTimeout = 10, 16, hangGuard
+	l.MaxBodyMemory = 250 * httplimit.BodyMemoryFactor // 250 bytes of body
+	addr, held, release := holdingServer(t, l, readAll)
+	defer http.DefaultClient.CloseIdleConnections()
+	b := func(n int) []byte { return bytes.Repeat([]byte("b"), n) }
+	done := make(chan int, 1)
+	go func() { done <- send(t, addr, "/hold", b(200), false).StatusCode }()
+	<-held // 200 of 250 taken
+	for _, tt := range []struct {
+		name    string
+		n       int
+		chunked bool
+		want    int
+	}{
+		{"over what is left", 100, false, http.StatusServiceUnavailable},
+		{"over what is left, of unknown length", 100, true, http.StatusServiceUnavailable},
+		{"within what is left", 40, false, http.StatusOK},
+		{"within what is left, of unknown length", 40, true, http.StatusOK},
+		{"small: not charged", 9, false, http.StatusOK},
+		{"more than the whole budget", 300, false, http.StatusRequestEntityTooLarge},
+	} {
+		resp := send(t, addr, "/", b(tt.n), tt.chunked)
+		if resp.StatusCode != tt.want {
+			t.Errorf("%s (%d bytes): status %d, want %d", tt.name, tt.n, resp.StatusCode, tt.want)
+		}
+		if tt.want == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: 503 without Retry-After", tt.name)
+		}
+	}
+	close(release)
+	if code := <-done; code != http.StatusOK {
+		t.Fatalf("the held request: %d", code)
+	}
+	for _, chunked := range []bool{false, true} {
+		if code := send(t, addr, "/", b(240), chunked).StatusCode; code != http.StatusOK {
+			t.Errorf("240 bytes (chunked %v) once the budget came back: %d, want 200", chunked, code)
+		}
+	}
+}
+
+// chatBody is a chat request of n messages of size bytes each.
+func chatBody(n, size int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"model":"m","messages":[`)
+	content := strings.Repeat("word ", size/5)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"role":"user","content":"%s %d"}`, content, i)
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+// parseLikeARouter is what a router (and a gateway) does with a body: read
+// it counting its messages, decode it, read its prompt.
+func parseLikeARouter(r *http.Request) (any, error) {
+	body, err := openai.ReadBody(r.Body, openai.DefaultMaxMessages)
+	if err != nil {
+		return nil, err
+	}
+	var req openai.Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	_, lead, _, err := req.PromptTokens(true)
+	return []any{body, req, lead}, err
+}
+
+// peakHeap serves bodies concurrent requests of body under l, the admitted
+// ones held at once, and returns the peak heap growth seen (HeapInuse over
+// the heap before) and how many were admitted.
+func peakHeap(t *testing.T, l httplimit.Limits, body []byte, bodies int) (peak uint64, admitted int) {
+	t.Helper()
+	addr, held, release := holdingServer(t, l, parseLikeARouter)
+	defer http.DefaultClient.CloseIdleConnections()
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	var top atomic.Uint64
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > base && ms.HeapInuse-base > top.Load() {
+				top.Store(ms.HeapInuse - base)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	})
+	codes := make(chan int, bodies)
+	var clients sync.WaitGroup
+	for range bodies {
+		clients.Go(func() { codes <- send(t, addr, "/hold", body, false).StatusCode })
+	}
+	// Every request either is held (admitted and parsed) or was refused.
+	refused := 0
+	for admitted+refused < bodies {
+		select {
+		case <-held:
+			admitted++
+		case code := <-codes:
+			if code != http.StatusServiceUnavailable {
+				t.Fatalf("a refused request: status %d, want 503", code)
+			}
+			refused++
+		case <-time.After(3 * hangGuard): // parsing 8 MB bodies on a loaded machine
+			t.Fatalf("%d held and %d refused of %d", admitted, refused, bodies)
+		}
+	}
+	runtime.ReadMemStats(&ms) // the admitted bodies are all parsed and alive
+	close(release)
+	clients.Wait()
+	close(stop)
+	sampler.Wait()
+	return max(top.Load(), ms.HeapInuse-min(ms.HeapInuse, base)), admitted
+}
+
+// TestBodyMemoryBoundsTheHeap: 16 concurrent 7.6 MB bodies of 4,000
+// messages, parsed as a router parses them, with a 64 MiB budget: at most
+// two are admitted (each charged about 30 MiB), the rest refused at once,
+// and the heap grows by less than twice the budget. Without the budget the
+// 16 would all be held (MaxLargeBodies is 16), their parsing alone several
+// hundred MiB (STARGATE_HEAP_UNBOUNDED=1 measures it).
+func TestBodyMemoryBoundsTheHeap(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("allocates about 150 MB; a heap measurement means nothing under the race detector")
+	}
+	body := chatBody(4000, 1900)
+	l := short()
+	l.BodyReadTimeout, l.WriteTimeout = 3*hangGuard, 3*hangGuard
+	l.MaxBodyMemory = 64 << 20
+	peak, admitted := peakHeap(t, l, body, 16)
+	t.Logf("budget %d MiB, body %.1f MB: %d admitted, peak heap growth %d MiB", l.MaxBodyMemory>>20, float64(len(body))/1e6, admitted, peak>>20)
+	if limit := int(l.MaxBodyMemory / (int64(len(body)) * httplimit.BodyMemoryFactor)); admitted < 1 || admitted > limit {
+		t.Errorf("%d bodies admitted; want 1 to %d", admitted, limit)
+	}
+	if peak > uint64(2*l.MaxBodyMemory) {
+		t.Errorf("heap grew by %d MiB under a budget of %d MiB", peak>>20, l.MaxBodyMemory>>20)
+	}
+	if os.Getenv("STARGATE_HEAP_UNBOUNDED") != "" {
+		l.MaxBodyMemory = 0
+		peak, admitted := peakHeap(t, l, body, 16)
+		t.Logf("no budget: %d admitted, peak heap growth %d MiB", admitted, peak>>20)
+	}
+}
