@@ -22,3 +22,54 @@ func ByModel(table map[string]int, model string, fallback int) int {
 	}
 	return fallback
 }
+
+// Pool is one pool a live router may pick: its name, its max context
+// (prompt plus output tokens) and the models its backends serve (none: any
+// model).
+type Pool struct {
+	Name      string
+	MaxTokens int
+	Models    []string
+}
+
+// Pick is the pool for a request of tokens tokens (the prompt plus an
+// output estimate known at request time) for model: among the pools that
+// serve model (every pool if model is "" or none names it), the smallest
+// that holds the request by ByLength; if none holds it, the largest of
+// them (the backend's own context check then refuses what is too long).
+// It is -1 only when there are no pools.
+func Pick(pools []Pool, tokens int, model string) int {
+	maxTokens := make([]int, len(pools))
+	serving := false
+	for i, p := range pools {
+		maxTokens[i] = -1 // not a candidate
+		if model == "" || len(p.Models) == 0 || contains(p.Models, model) {
+			maxTokens[i] = p.MaxTokens
+			serving = serving || model == "" || contains(p.Models, model)
+		}
+	}
+	if !serving { // no pool names the model: every pool is a candidate
+		for i, p := range pools {
+			maxTokens[i] = p.MaxTokens
+		}
+	}
+	if best := ByLength(maxTokens, tokens); best >= 0 {
+		return best
+	}
+	largest := -1
+	for i, m := range maxTokens {
+		if m >= 0 && (largest < 0 || m > maxTokens[largest]) {
+			largest = i
+		}
+	}
+	return largest
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
