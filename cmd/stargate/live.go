@@ -460,7 +460,8 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
-			f, err := fleet.Start(ctx, scfg, reg, fleet.Options{RoutersPerRegion: routers, Seed: seed, Logger: logger(cmd.ErrOrStderr(), verbose)})
+			f, err := fleet.Start(ctx, scfg, reg, fleet.Options{RoutersPerRegion: routers, Seed: seed, Logger: logger(cmd.ErrOrStderr(), verbose),
+				Pools: routerPools(fl.Pools)})
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil

@@ -57,6 +57,9 @@ type Options struct {
 	MaxModelLen int
 	// OpenInfo serves the gateways' /metrics to anyone (scrapers).
 	OpenInfo bool
+	// Pools are every router's pools (router.Config.Pools), by backend
+	// name as in cfg.
+	Pools []router.Pool
 }
 
 // Fleet is a running fleet.
@@ -203,6 +206,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 			rc.Hooks = opts.Hooks(ri)
 		}
 		rc.Console = opts.Console
+		rc.Pools = opts.Pools
 		rs, err := router.New(rc, reg)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: router %s: %w", u, err)
