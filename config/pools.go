@@ -8,10 +8,10 @@ import (
 // PoolFileSpec is one pool of a fleet file's pools section: backends (by
 // name, after groups are expanded) that the live router picks for a
 // request before placing it among them, by length and model with the
-// planner's rule (plan/poolpick.Pick): among the pools whose models serve
-// the request's model (none listed: every model), the smallest whose
-// max_tokens holds the request's prompt estimate plus max_tokens, else the
-// largest. A pool with no eligible backend falls back to the whole fleet.
+// planner's rule (plan/poolpick.Pick): among the pools whose models name
+// the request's model (else those that list none and take any model), the
+// smallest whose max_tokens holds the request's prompt estimate plus
+// max_tokens, else the largest. A pool with no eligible backend falls back to the whole fleet.
 // The simulator does not read this section (its pools are the planner's).
 type PoolFileSpec struct {
 	Name      string   `yaml:"name"`

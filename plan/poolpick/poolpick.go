@@ -33,24 +33,29 @@ type Pool struct {
 }
 
 // Pick is the pool for a request of tokens tokens (the prompt plus an
-// output estimate known at request time) for model: among the pools that
-// serve model (every pool if model is "" or none names it), the smallest
-// that holds the request by ByLength; if none holds it, the largest of
-// them (the backend's own context check then refuses what is too long).
+// output estimate known at request time) for model, by model first and
+// length second: the candidates are the pools that name model in their
+// Models; if none does (or model is ""), the pools that list no model (they
+// take any); if there are none of those either, every pool. Among the
+// candidates it is the smallest that holds the request (ByLength), else the
+// largest (the backend's own context check then refuses what is too long).
 // It is -1 only when there are no pools.
 func Pick(pools []Pool, tokens int, model string) int {
 	maxTokens := make([]int, len(pools))
-	serving := false
-	for i, p := range pools {
-		maxTokens[i] = -1 // not a candidate
-		if model == "" || len(p.Models) == 0 || contains(p.Models, model) {
-			maxTokens[i] = p.MaxTokens
-			serving = serving || model == "" || contains(p.Models, model)
-		}
-	}
-	if !serving { // no pool names the model: every pool is a candidate
+	candidates := func(keep func(Pool) bool) int {
+		n := 0
 		for i, p := range pools {
-			maxTokens[i] = p.MaxTokens
+			maxTokens[i] = -1 // not a candidate
+			if keep(p) {
+				maxTokens[i] = p.MaxTokens
+				n++
+			}
+		}
+		return n
+	}
+	if model == "" || candidates(func(p Pool) bool { return contains(p.Models, model) }) == 0 {
+		if candidates(func(p Pool) bool { return len(p.Models) == 0 }) == 0 {
+			candidates(func(Pool) bool { return true })
 		}
 	}
 	if best := ByLength(maxTokens, tokens); best >= 0 {

@@ -51,14 +51,13 @@ func TestPick(t *testing.T) {
 		model  string
 		want   int
 	}{
-		{100, "", 0},            // short fits
-		{5000, "", 2},           // the 8,192-token pool is the smallest that holds it
+		{100, "", 0},            // short fits (the pools that take any model)
+		{5000, "", 1},           // big names a model: not a candidate
 		{40000, "", 1},          // none holds it: the largest
-		{100, "llama-70b", 0},   // short takes any model and is the smallest
-		{5000, "llama-70b", 2},  // big names it
-		{100, "mistral", 0},     // nobody names it: every pool by length
+		{100, "llama-70b", 2},   // big names it: the model first
+		{20000, "llama-70b", 2}, // too long for big, but the only pool of its model
+		{100, "mistral", 0},     // nobody names it: the pools that take any model
 		{40000, "mistral", 1},   // too long for all: the largest
-		{20000, "llama-70b", 1}, // long takes any model
 	} {
 		if got := Pick(pools, tc.tokens, tc.model); got != tc.want {
 			t.Errorf("Pick(%d, %q) = %d, want %d", tc.tokens, tc.model, got, tc.want)
@@ -70,5 +69,8 @@ func TestPick(t *testing.T) {
 	only := []Pool{{Name: "a", MaxTokens: 100, Models: []string{"m1"}}, {Name: "b", MaxTokens: 1000, Models: []string{"m2"}}}
 	if got := Pick(only, 500, "m1"); got != 0 {
 		t.Errorf("Pick(500 tokens, m1) = %d, want 0: the only pool that serves m1, though too small", got)
+	}
+	if got := Pick(only, 500, "m3"); got != 1 {
+		t.Errorf("Pick(500 tokens, m3) = %d, want 1: no pool names m3 or takes any, so every pool by length", got)
 	}
 }

@@ -9,9 +9,9 @@ import (
 
 // Pool is a pool of backends the router picks for a request before it
 // places the request inside it, with the planner's rule (poolpick.Pick):
-// among the pools whose Models serve the request's model (none listed:
-// every model), the smallest whose MaxTokens holds the request's token
-// estimate (its prompt plus max_tokens), else the largest. Backends names
+// among the pools whose Models name the request's model (else those that
+// list none and take any model), the smallest whose MaxTokens holds the
+// request's token estimate (its prompt plus max_tokens), else the largest. Backends names
 // the pool's members; a backend in no pool takes only requests that fell
 // back (below).
 type Pool struct {

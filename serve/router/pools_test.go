@@ -66,6 +66,42 @@ func TestPoolsByLengthLive(t *testing.T) {
 	}
 }
 
+// A pool that names a model takes that model's requests, short or long;
+// other models go by length among the pools that take every model.
+func TestPoolsByModelLive(t *testing.T) {
+	a, b, c := &countBackend{}, &countBackend{}, &countBackend{}
+	url, srv := startRouterWith(t, func(cfg *Config) {
+		cfg.Pools = []Pool{{Name: "short", MaxTokens: 1024, Backends: []string{"a"}},
+			{Name: "long", MaxTokens: 1 << 20, Backends: []string{"b"}},
+			{Name: "big", MaxTokens: 1 << 20, Models: []string{"llama-70b"}, Backends: []string{"c"}}}
+	}, nil, a, b, c)
+	for _, model := range []string{"llama-70b", "llama-8b"} {
+		for range 5 {
+			body := fmt.Sprintf(`{"model":%q,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, model)
+			if resp, text := call(t, url, body, nil); resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: %d %s", model, resp.StatusCode, text)
+			}
+		}
+	}
+	if a.n.Load() != 5 || c.n.Load() != 5 || b.n.Load() != 0 {
+		t.Fatalf("a %d, b %d, c %d: want llama-8b's 5 short prompts on short, llama-70b's 5 on big", a.n.Load(), b.n.Load(), c.n.Load())
+	}
+	long := fmt.Sprintf(`{"model":"llama-70b","max_tokens":8,"messages":[{"role":"user","content":%q}]}`, strings.Repeat("many words here ", 1000))
+	if resp, text := call(t, url, long, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("long: %d %s", resp.StatusCode, text)
+	}
+	longer := strings.Replace(long, "llama-70b", "llama-8b", 1)
+	if resp, text := call(t, url, longer, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("long: %d %s", resp.StatusCode, text)
+	}
+	if b.n.Load() != 1 || c.n.Load() != 6 {
+		t.Errorf("long prompts: b %d, c %d: want llama-70b's on big, llama-8b's on long", b.n.Load(), c.n.Load())
+	}
+	if got := srv.PoolPicks(); got["short"] != 5 || got["big"] != 6 || got["long"] != 1 {
+		t.Errorf("pool picks %v", got)
+	}
+}
+
 func TestPoolsValidate(t *testing.T) {
 	for _, tc := range []struct {
 		pools []Pool
