@@ -504,7 +504,9 @@ func (pl *Planner) evaluate(ctx context.Context, f Fleet, lambda float64, pol st
 		}
 		c := []sim.Config{cfg}
 		d := []*desRouter{dr}
-		if v, lo, hi := pl.decided(c, part, d, func() int { return len(part[0].Records) }); v < 0 {
+		// No sure miss from a screen (its requests are not the whole run's):
+		// only its batch-means interval decides.
+		if v, lo, hi := pl.decided(c, part, d, func() int { return math.MaxInt / 2 }); v < 0 {
 			e := pl.summarize(f, lambda, pol, c, d, part)
 			e.PoolRouter, e.ClassifierErrors, e.P99Lo, e.P99Hi = r.Name(), n, Sec(lo), Sec(hi)
 			pl.memo["adaptive|"+key] = e
