@@ -73,7 +73,8 @@
 // Verify's runs stop early once decided (Planner.decided): a fleet's seeds
 // end at a sure miss or when the 95% interval of the P99 (per-seed, or batch
 // means of one seed) lies on one side of the target; fleets expected to miss
-// are screened on a quarter of the window (a miss only is decided there);
+// are screened on a quarter of the window (only a miss, and only by the
+// batch-means interval, is decided there);
 // Optimize prunes a candidate dearer than the best verified fleet when the
 // largest fleet of its layout cheaper than the best misses. Options.AllSeeds
 // turns this off.
