@@ -42,6 +42,10 @@ type Fleet struct {
 	// default: liveness off, as the routing study runs). The gateways'
 	// heartbeat interval is gateway.heartbeat_interval.
 	Router router.Config `yaml:"router"`
+
+	// Pools split the backends into pools the live router picks by length
+	// and model before placement (pools.go).
+	Pools []PoolFileSpec `yaml:"pools"`
 }
 
 // RegionSpec is one region of a fleet file.
@@ -97,6 +101,9 @@ func Parse(name string, data []byte) (*Fleet, error) {
 		f.Name = strings.TrimSuffix(strings.TrimSuffix(baseName(name), ".yaml"), ".yml")
 	}
 	if err := f.ExpandGroups(); err != nil {
+		return nil, fmt.Errorf("fleet file %s: %w", name, err)
+	}
+	if err := f.checkPools(); err != nil {
 		return nil, fmt.Errorf("fleet file %s: %w", name, err)
 	}
 	return &f, nil

@@ -42,7 +42,7 @@
 //
 // NewPoolModel draws the pool's requests from 3,000 samples of the workload
 // and computes, at full concurrency n = Slots (the engine's sequence limit,
-// or fewer if mean-sized requests fill the KV budget), each request's
+// or fewer if mean-sized requests fill the KV budget; see KVReserve), each request's
 // service time S_j and its time to first token once admitted P_j (see
 // NewPoolModel). Every KV slot is a server: c = instances x Slots, mu =
 // 1/E[S], cs2 = Var[S]/E[S]^2, lambda_pool = lambda x share. A pool meets a
@@ -69,6 +69,22 @@
 // fewer in any pool does not; it stops and says why when adding instances
 // stops lowering the P99 (the longest requests' own prefill exceeds the
 // target) or too many requests exceed every pool.
+//
+// Verify's runs stop early once decided (Planner.decided): a fleet's seeds
+// end at a sure miss or when the 95% interval of the P99 (per-seed, or batch
+// means of one seed) lies on one side of the target; fleets expected to miss
+// are screened on a quarter of the window (only a miss, and only by the
+// batch-means interval, is decided there);
+// Optimize prunes a candidate dearer than the best verified fleet when the
+// largest fleet of its layout cheaper than the best misses. Options.AllSeeds
+// turns this off.
+//
+// Options.KVReserve sets how slots come from the KV cache: KVMean (KV /
+// the mean request), KVMaxContext (the pool's max context reserved on every
+// slot, as the Fleet Sim model does) or KVPaged (the tokens in flight at
+// their 99th percentile, as a paged-attention engine admits); the last two
+// also charge each step the length-biased mean context of the sequences in
+// flight instead of the mean over requests.
 //
 // The analytical model keeps a utilization cap the DES check does not: the
 // DES accepts any fleet whose P99 TTFT meets the target, so a verified fleet

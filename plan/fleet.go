@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -133,6 +134,15 @@ type Options struct {
 	// Classifier answers the semantic router's categories (nil: the
 	// workload's own categories).
 	Classifier Classifier
+	// AllSeeds runs every seed for every fleet Verify simulates; by
+	// default Verify stops a fleet's seeds once its outcome is decided
+	// (see Planner.decided). Batch is how many seeds run at once (Run may
+	// run them in parallel); 0 means 1.
+	AllSeeds bool
+	Batch    int
+	// KVReserve is how slots are sized from the KV cache (KVMean if
+	// empty).
+	KVReserve KVReserve
 }
 
 // DefaultOptions are 3 seeds, 30 s of warm-up and 120 s measured, the
@@ -149,6 +159,28 @@ type Planner struct {
 	samples []Sample
 	stats   OutputStats
 	memo    map[string]*Eval
+	// reqs caches the DES's arrivals by rate and seed: they do not depend
+	// on the fleet (routeRequests copies them before changing any).
+	reqs map[reqKey][]workload.TraceRequest
+}
+
+type reqKey struct {
+	lambda float64
+	seed   uint64
+}
+
+// requests are the DES's arrivals at rate lambda with seed (cached).
+func (pl *Planner) requests(lambda float64, seed uint64) ([]workload.TraceRequest, error) {
+	k := reqKey{lambda, seed}
+	if r, ok := pl.reqs[k]; ok {
+		return r, nil
+	}
+	r, err := pl.w.Requests(lambda, pl.o.Warmup+pl.o.Measure, seed)
+	if err != nil {
+		return nil, err
+	}
+	pl.reqs[k] = r
+	return r, nil
 }
 
 // New returns a planner; it checks the workload and options.
@@ -178,6 +210,11 @@ func New(w Workload, o Options) (*Planner, error) {
 	if o.PoolRouter == nil {
 		o.PoolRouter = &LengthRouter{}
 	}
+	if kv, err := ParseKVReserve(string(o.KVReserve)); err != nil {
+		errs = append(errs, err)
+	} else {
+		o.KVReserve = kv
+	}
 	if !o.Registry.Has(o.Policy) {
 		errs = append(errs, fmt.Errorf("unknown policy %q (known: %s)", o.Policy, strings.Join(o.Registry.Names(), ", ")))
 	}
@@ -198,7 +235,8 @@ func New(w Workload, o Options) (*Planner, error) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0x73616d70))
-	pl := &Planner{w: w, o: o, samples: w.Samples(AnalyticSamples, rng), memo: map[string]*Eval{}}
+	pl := &Planner{w: w, o: o, samples: w.Samples(AnalyticSamples, rng), memo: map[string]*Eval{},
+		reqs: map[reqKey][]workload.TraceRequest{}}
 	// Categories and models come from their own stream, so that the
 	// samples' lengths do not depend on them.
 	rng = rand.New(rand.NewPCG(o.Seed, 0x636174))
@@ -236,7 +274,7 @@ func (pl *Planner) ModelsWith(f Fleet, r PoolRouter) ([]*PoolModel, error) {
 	a := pl.assign(f, r)
 	out := make([]*PoolModel, len(f.Pools))
 	for i, p := range f.Pools {
-		m, err := poolModelOf(p.Name, p.Profile, a.pools[i], len(pl.samples), p.MaxTokens)
+		m, err := poolModelOf(p.Name, p.Profile, a.pools[i], len(pl.samples), p.MaxTokens, pl.o.KVReserve)
 		if err != nil {
 			return nil, err
 		}
@@ -273,7 +311,7 @@ func (pl *Planner) simConfig(ctx context.Context, f Fleet, models []*PoolModel, 
 		}
 	}
 	span := pl.o.Warmup + pl.o.Measure
-	reqs, err := pl.w.Requests(lambda, span, seed)
+	reqs, err := pl.requests(lambda, seed)
 	if err != nil {
 		return sim.Config{}, nil, 0, err
 	}
@@ -394,45 +432,245 @@ func (pl *Planner) Evaluate(ctx context.Context, f Fleet, lambda float64, pol st
 
 // EvaluateWith is Evaluate with pool router r (nil: the planner's).
 func (pl *Planner) EvaluateWith(ctx context.Context, f Fleet, lambda float64, pol string, r PoolRouter) (*Eval, error) {
+	return pl.evaluate(ctx, f, lambda, pol, r, false, false)
+}
+
+// evaluate runs the DES of fleet f for the planner's seeds. With adaptive
+// (Verify's runs, unless Options.AllSeeds), it runs them Options.Batch at
+// a time and stops as soon as the outcome against the target is decided
+// (see decided); the Eval then covers the seeds that ran. With screen (a
+// fleet the search expects to miss the target) it first runs the first
+// seed over a ScreenShare of the measured window and stops there if that
+// run already decides a miss.
+func (pl *Planner) evaluate(ctx context.Context, f Fleet, lambda float64, pol string, r PoolRouter, adaptive, screen bool) (*Eval, error) {
 	if pol == "" {
 		pol = pl.o.Policy
 	}
 	if r == nil {
 		r = pl.o.PoolRouter
 	}
+	adaptive = adaptive && !pl.o.AllSeeds
 	key := fmt.Sprintf("%s|%g|%s|%s", f, lambda, pol, r.Name())
 	if e, ok := pl.memo[key]; ok {
 		return e, nil
+	}
+	if adaptive {
+		if e, ok := pl.memo["adaptive|"+key]; ok {
+			return e, nil
+		}
 	}
 	models, err := pl.ModelsWith(f, r)
 	if err != nil {
 		return nil, err
 	}
-	cfgs := make([]sim.Config, len(pl.o.Seeds))
-	routers := make([]*desRouter, len(pl.o.Seeds))
+	seeds := pl.o.Seeds
+	batch := len(seeds)
+	if adaptive {
+		batch = max(1, pl.o.Batch)
+	}
+	// bound is an upper bound of the measured requests of every seed.
+	bound := func() int {
+		var late time.Duration // a compressed request arrives this much later
+		if c, ok := r.(Compressor); ok {
+			late = c.Latency()
+		}
+		n := 0
+		for _, seed := range seeds {
+			reqs, err := pl.requests(lambda, seed)
+			if err != nil {
+				return math.MaxInt // no sure miss then
+			}
+			n += arrivalsIn(reqs, pl.o.Warmup-late, pl.o.Warmup+pl.o.Measure)
+		}
+		return n
+	}
+	var cfgs []sim.Config
+	var routers []*desRouter
+	var res []*sim.Result
 	failed := 0
-	for i, seed := range pl.o.Seeds {
-		var n int
-		if cfgs[i], routers[i], n, err = pl.simConfig(ctx, f, models, lambda, seed, pol, r); err != nil {
+	if adaptive && screen {
+		cfg, dr, n, err := pl.simConfig(ctx, f, models, lambda, seeds[0], pol, r)
+		if err != nil {
 			return nil, err
 		}
-		failed += n
+		cfg.Measure = time.Duration(float64(cfg.Measure) * ScreenShare)
+		end, _ := slices.BinarySearchFunc(cfg.Requests, cfg.Warmup+cfg.Measure, func(q workload.TraceRequest, t time.Duration) int {
+			return cmp.Compare(q.Arrival, t)
+		})
+		cfg.Requests = cfg.Requests[:end]
+		part, err := pl.o.Run(ctx, []sim.Config{cfg})
+		if err != nil {
+			return nil, fmt.Errorf("plan: simulating %s: %w", f, err)
+		}
+		c := []sim.Config{cfg}
+		d := []*desRouter{dr}
+		// No sure miss from a screen (its requests are not the whole run's):
+		// only its batch-means interval decides.
+		if v, lo, hi := pl.decided(c, part, d, func() int { return math.MaxInt / 2 }); v < 0 {
+			e := pl.summarize(f, lambda, pol, c, d, part)
+			e.PoolRouter, e.ClassifierErrors, e.P99Lo, e.P99Hi = r.Name(), n, Sec(lo), Sec(hi)
+			pl.memo["adaptive|"+key] = e
+			return e, nil
+		}
 	}
-	res, err := pl.o.Run(ctx, cfgs)
-	if err != nil {
-		return nil, fmt.Errorf("plan: simulating %s: %w", f, err)
+	var lo, hi float64
+	for len(res) < len(seeds) {
+		from := len(res)
+		for _, seed := range seeds[from:min(len(seeds), from+batch)] {
+			cfg, dr, n, err := pl.simConfig(ctx, f, models, lambda, seed, pol, r)
+			if err != nil {
+				return nil, err
+			}
+			cfgs, routers, failed = append(cfgs, cfg), append(routers, dr), failed+n
+		}
+		part, err := pl.o.Run(ctx, cfgs[from:])
+		if err != nil {
+			return nil, fmt.Errorf("plan: simulating %s: %w", f, err)
+		}
+		res = append(res, part...)
+		if adaptive && len(res) < len(seeds) {
+			var v int
+			if v, lo, hi = pl.decided(cfgs, res, routers, bound); v != 0 {
+				break
+			}
+		}
 	}
 	e := pl.summarize(f, lambda, pol, cfgs, routers, res)
 	e.PoolRouter, e.ClassifierErrors = r.Name(), failed
-	pl.memo[key] = e
+	if len(res) == 1 && len(seeds) > 1 { // the interval decided tells more than one seed's
+		e.P99Lo, e.P99Hi = Sec(lo), Sec(hi)
+	}
+	if len(res) == len(seeds) {
+		pl.memo[key] = e
+	} else {
+		pl.memo["adaptive|"+key] = e
+	}
 	return e, nil
 }
 
+// arrivalsIn is how many of reqs (by arrival) arrive in [from, to).
+func arrivalsIn(reqs []workload.TraceRequest, from, to time.Duration) int {
+	n := 0
+	for i := range reqs {
+		if reqs[i].Arrival >= from && reqs[i].Arrival < to {
+			n++
+		}
+	}
+	return n
+}
+
+// decided reports whether the seeds run so far (res, with their configs
+// and pool routers, which know each request's compression latency) decide
+// the fleet's outcome against the P99 TTFT target: -1 a miss, 1 a pass, 0
+// not yet, with the 95% interval of the P99 it used. bound gives an
+// upper bound of the measured requests of every seed's run:
+//
+//   - a sure miss: more requests already missed the target than the pooled
+//     P99 of every seed allows (a share 1 - 0.99 of bound, nearest rank),
+//     so the seeds still to run cannot bring it back;
+//   - the 95% confidence interval (Student's t) of the P99 lies wholly on
+//     one side of the target, and so does the pooled P99 of the seeds run.
+//     With two seeds or more the interval is of the per-seed P99s; with one
+//     seed it is of the P99s of BatchWindows equal parts of its measured
+//     window (batch means), each of at least MinBatchRequests requests.
+func (pl *Planner) decided(cfgs []sim.Config, res []*sim.Result, routers []*desRouter, bound func() int) (verdict int, lo, hi float64) {
+	slo := pl.o.SLO.Seconds()
+	bad := 0
+	var samples, all []float64
+	for i, r := range res {
+		from := len(all)
+		parts := make([]ttfts, BatchWindows)
+		for k := range r.Records {
+			rec := &r.Records[k]
+			v := math.Inf(1)
+			if rec.Completed {
+				v = (rec.TTFT() + routers[i].delay[rec.Session-1]).Seconds()
+			}
+			if v > slo {
+				bad++
+			}
+			all = append(all, v)
+			if len(res) == 1 {
+				at := float64(rec.Start-cfgs[i].Warmup) / float64(cfgs[i].Measure)
+				parts[min(BatchWindows-1, max(0, int(at*BatchWindows)))].add(v, false)
+			}
+		}
+		if len(res) > 1 {
+			seed := ttfts{v: all[from:]}
+			samples = append(samples, seed.quantile(0.99))
+			continue
+		}
+		for _, p := range parts {
+			samples = append(samples, p.quantile(0.99))
+			if len(p.v) < MinBatchRequests {
+				samples = nil // too few for batch means
+				break
+			}
+		}
+	}
+	pooled := (&ttfts{v: all}).quantile(0.99)
+	lo, hi = pooled, pooled
+	if samples != nil {
+		lo, hi = confidence(samples)
+	}
+	allowed := func(n int) int { return n - int(math.Ceil(0.99*float64(n))) }
+	switch {
+	case bad > allowed(len(all)) && bad > allowed(bound()):
+		return -1, lo, hi
+	case samples == nil:
+		return 0, lo, hi
+	case hi <= slo && pooled <= slo:
+		return 1, lo, hi
+	case lo > slo && pooled > slo:
+		return -1, lo, hi
+	}
+	return 0, lo, hi
+}
+
+// BatchWindows and MinBatchRequests: how decided splits a single seed's
+// measured window into batches.
+// ScreenShare is the share of the measured window a screening run covers.
+const (
+	BatchWindows     = 5
+	MinBatchRequests = 200
+	ScreenShare      = 0.25
+)
+
+// ttfts are the TTFTs of a group of requests in seconds (+Inf for one that
+// failed) and how many met the SLO; quantile sorts them.
+type ttfts struct {
+	v    []float64
+	good int
+}
+
+func (t *ttfts) add(v float64, good bool) {
+	t.v = append(t.v, v)
+	if good {
+		t.good++
+	}
+}
+
+// quantile is metrics.TTFTQuantile's nearest-rank quantile (it sorts v).
+func (t *ttfts) quantile(p float64) float64 {
+	slices.Sort(t.v)
+	return metrics.Percentile(t.v, p)
+}
+
+func (t *ttfts) sloPct() float64 { return pct(float64(t.good), float64(len(t.v))) }
+
+// summarize folds the DES results of every seed into an Eval. It keeps one
+// float a request (not its record), so that the cost of a summary stays a
+// small part of the runs'.
 func (pl *Planner) summarize(f Fleet, lambda float64, pol string, cfgs []sim.Config, routers []*desRouter, res []*sim.Result) *Eval {
 	e := &Eval{Fleet: f, Cost: f.Cost(), Lambda: lambda, Policy: pol, Seeds: len(res)}
-	var all, compressed []metrics.TurnRecord
-	byPool := make([][]metrics.TurnRecord, len(f.Pools))
-	var byCat [3][]metrics.TurnRecord
+	n := 0
+	for _, r := range res {
+		n += len(r.Records)
+	}
+	all := ttfts{v: make([]float64, 0, n)}
+	var compressed ttfts
+	byPool := make([]ttfts, len(f.Pools))
+	var byCat [3]ttfts
 	var perSeed []float64
 	var prompt, cached int64
 	poolPrompt := make([]int64, len(f.Pools))
@@ -443,19 +681,25 @@ func (pl *Planner) summarize(f Fleet, lambda float64, pol string, cfgs []sim.Con
 		reqs := cfgs[i].Requests
 		window += cfgs[i].Measure.Seconds()
 		dr := routers[i]
-		from := len(all)
-		for _, rec := range r.Records {
+		from := len(all.v)
+		for k := range r.Records {
+			rec := &r.Records[k]
 			idx := int(rec.Session - 1)
 			req := reqs[idx]
-			if d := dr.delay[idx]; d > 0 { // the compression latency is part of its TTFT
-				rec.Start -= d
-				compressed = append(compressed, rec)
+			ttft, good := math.Inf(1), false
+			d := dr.delay[idx] // the compression latency is part of its TTFT
+			if rec.Completed {
+				ttft = (rec.TTFT() + d).Seconds()
+				good = rec.TTFT()+d <= pl.o.SLO
+			}
+			if d > 0 {
+				compressed.add(ttft, good)
 			}
 			if dr.cut[idx] {
 				e.Truncated++
 			}
-			all = append(all, rec)
-			byCat[req.Category] = append(byCat[req.Category], rec)
+			all.add(ttft, good)
+			byCat[req.Category].add(ttft, good)
 			switch rec.Reason {
 			case "too_long":
 				e.TooLong++
@@ -465,7 +709,7 @@ func (pl *Planner) summarize(f Fleet, lambda float64, pol string, cfgs []sim.Con
 			}
 			p := dr.picked[idx]
 			if p >= 0 {
-				byPool[p] = append(byPool[p], rec)
+				byPool[p].add(ttft, good)
 			}
 			if rec.Completed {
 				e.Completed++
@@ -477,44 +721,35 @@ func (pl *Planner) summarize(f Fleet, lambda float64, pol string, cfgs []sim.Con
 				}
 			}
 		}
-		perSeed = append(perSeed, metrics.TTFTQuantile(all[from:], 0.99))
+		seed := ttfts{v: all.v[from:]}
+		perSeed = append(perSeed, seed.quantile(0.99))
 		for b, be := range r.Backends {
 			busy[cfgs[i].Backends[b].Pool] += be.BusyPct / float64(f.Pools[cfgs[i].Backends[b].Pool].Instances) / float64(len(res))
 		}
 	}
-	e.Requests = len(all)
-	e.Compressed, e.CompressedP99 = len(compressed), Sec(metrics.TTFTQuantile(compressed, 0.99))
-	e.P50, e.P99 = Sec(metrics.TTFTQuantile(all, 0.5)), Sec(metrics.TTFTQuantile(all, 0.99))
+	e.Requests = len(all.v)
+	e.Compressed, e.CompressedP99 = len(compressed.v), Sec(compressed.quantile(0.99))
+	e.P50, e.P99 = Sec(all.quantile(0.5)), Sec(all.quantile(0.99))
 	lo, hi := confidence(perSeed)
 	e.P99Lo, e.P99Hi = Sec(lo), Sec(hi)
-	e.SLOPct = sloPct(all, pl.o.SLO)
+	e.SLOPct = all.sloPct()
 	e.ReusePct = pct(float64(cached), float64(prompt))
 	if window > 0 {
 		e.ThroughputRPS = float64(e.Completed) / window
 	}
 	for i, p := range f.Pools {
-		e.Pools = append(e.Pools, PoolEval{Name: p.Name, Instances: p.Instances, Requests: len(byPool[i]), SharePct: pct(float64(len(byPool[i])), float64(len(all))),
-			P99: Sec(metrics.TTFTQuantile(byPool[i], 0.99)), SLOPct: sloPct(byPool[i], pl.o.SLO), BusyPct: busy[i],
+		e.Pools = append(e.Pools, PoolEval{Name: p.Name, Instances: p.Instances, Requests: len(byPool[i].v), SharePct: pct(float64(len(byPool[i].v)), float64(len(all.v))),
+			P99: Sec(byPool[i].quantile(0.99)), SLOPct: byPool[i].sloPct(), BusyPct: busy[i],
 			ReusePct: pct(float64(poolCached[i]), float64(poolPrompt[i]))})
 	}
-	for c, recs := range byCat {
-		if len(recs) > 0 {
-			e.Categories = append(e.Categories, CategoryEval{Name: workload.Category(c).String(), Requests: len(recs),
-				P99: Sec(metrics.TTFTQuantile(recs, 0.99))})
+	for c := range byCat {
+		if len(byCat[c].v) > 0 {
+			e.Categories = append(e.Categories, CategoryEval{Name: workload.Category(c).String(), Requests: len(byCat[c].v),
+				P99: Sec(byCat[c].quantile(0.99))})
 		}
 	}
 	e.Pass = e.Requests > 0 && float64(e.P99) <= pl.o.SLO.Seconds()
 	return e
-}
-
-func sloPct(recs []metrics.TurnRecord, slo time.Duration) float64 {
-	good := 0
-	for i := range recs {
-		if recs[i].Good(slo) {
-			good++
-		}
-	}
-	return pct(float64(good), float64(len(recs)))
 }
 
 func pct(num, den float64) float64 {

@@ -65,18 +65,28 @@ func NewPoolModel(name string, p *Profile, samples []Sample, lo, hi int) (*PoolM
 			mine = append(mine, s)
 		}
 	}
-	return poolModelOf(name, p, mine, len(samples), hi)
+	return poolModelOf(name, p, mine, len(samples), hi, KVMean)
 }
 
 // poolModelOf models the requests mine, of all requests in total, on a
-// pool of profile p and max context hi. A sample's Delay adds to its time
-// to first token.
-func poolModelOf(name string, p *Profile, mine []Sample, total, hi int) (*PoolModel, error) {
+// pool of profile p and max context hi, with KV reserved as kv says. A
+// sample's Delay adds to its time to first token.
+func poolModelOf(name string, p *Profile, mine []Sample, total, hi int, kv KVReserve) (*PoolModel, error) {
 	var sumIn, sumCtx, sumTotal float64
+	// In flight, a sequence holds its prompt and the output so far; one
+	// seen at a random instant is drawn in proportion to its time in the
+	// engine (about in/chunk + out steps): wSum, wCtx and wCtx2 weigh
+	// prompt plus a uniform share of the output by that time.
+	var wSum, wCtx, wCtx2 float64
 	for _, s := range mine {
-		sumIn += float64(s.In)
-		sumCtx += float64(s.In) + float64(s.Out)/2
+		in, out := float64(s.In), float64(s.Out)
+		sumIn += in
+		sumCtx += in + out/2
 		sumTotal += float64(s.Total())
+		w := in/float64(engine.DefaultPrefillChunk) + max(out, 1)
+		wSum += w
+		wCtx += w * (in + out/2)
+		wCtx2 += w * (in*in + in*out + out*out/3)
 	}
 	m := &PoolModel{Name: name, Profile: p, MaxTokens: hi, n: len(mine)}
 	if len(mine) == 0 {
@@ -85,6 +95,9 @@ func poolModelOf(name string, p *Profile, mine []Sample, total, hi int) (*PoolMo
 	k := float64(len(mine))
 	m.Share = k / float64(total)
 	m.Shape = PoolShape{MeanInput: sumIn / k, MeanContext: sumCtx / k, MaxTokens: hi}
+	if kv != KVMean { // a step reads the contexts in flight, whose mean is length-biased
+		m.Shape.MeanContext = wCtx / wSum
+	}
 	m.Engine = p.EngineFor(m.Shape)
 	if err := m.Engine.Validate(); err != nil {
 		return nil, fmt.Errorf("plan: pool %s: %w", name, err)
@@ -93,7 +106,17 @@ func poolModelOf(name string, p *Profile, mine []Sample, total, hi int) (*PoolMo
 		return nil, fmt.Errorf("plan: pool %s: profile %s holds %d KV tokens, less than the pool's largest request (%d tokens); use a larger profile or a smaller max context",
 			name, p.Name, m.Engine.KVTokens, hi)
 	}
-	n := max(1, min(m.Engine.MaxSeqs, int(float64(m.Engine.KVTokens)/(sumTotal/k))))
+	var n int
+	switch kv {
+	case KVMaxContext:
+		n = p.maxContextSlots(m.Engine, hi)
+		m.Engine.MaxSeqs = n // the DES's engine then never holds more
+	case KVPaged:
+		mu := wCtx / wSum
+		n = pagedSlots(float64(m.Engine.KVTokens), mu, math.Sqrt(math.Max(0, wCtx2/wSum-mu*mu)), m.Engine.MaxSeqs)
+	default:
+		n = max(1, min(m.Engine.MaxSeqs, int(float64(m.Engine.KVTokens)/(sumTotal/k))))
+	}
 	m.Slots = n
 	chunk := m.Engine.PrefillChunk
 	if chunk == 0 {
@@ -129,6 +152,68 @@ func poolModelOf(name string, p *Profile, mine []Sample, total, hi int) (*PoolMo
 	slices.Sort(pre)
 	m.Prefill99 = seconds(pre[min(len(pre)-1, int(math.Ceil(0.99*k))-1)])
 	return m, nil
+}
+
+// KVReserve is how the analytical model sizes an instance's slots (the
+// sequences it runs at once) from its KV cache.
+type KVReserve string
+
+// The KV reservations (ParseKVReserve reads them).
+const (
+	// KVMean (the default): KV tokens / the pool's mean request (prompt
+	// plus output), capped by the engine's sequence limit.
+	KVMean KVReserve = "mean"
+	// KVMaxContext reserves the pool's max context for every slot, as the
+	// Fleet Sim model does: KV blocks / blocks of max context, and for a
+	// manual profile at most max_slots x calibration_ctx / max context.
+	// The DES's engine is capped at that many sequences too.
+	KVMaxContext KVReserve = "max-context"
+	// KVPaged follows a paged-attention engine (vLLM): blocks are taken as
+	// tokens are produced, so concurrency is bounded by the tokens in
+	// flight. Slots are the most sequences whose held tokens, drawn as a
+	// sequence in flight holds them (length-biased: prompt plus a uniform
+	// share of the output), stay within the KV cache with probability
+	// 0.99 (normal approximation of their sum); each step reads that
+	// length-biased mean context.
+	KVPaged KVReserve = "paged"
+)
+
+// ParseKVReserve reads a KV reservation ("" is KVMean).
+func ParseKVReserve(s string) (KVReserve, error) {
+	switch k := KVReserve(s); k {
+	case "", KVMean:
+		return KVMean, nil
+	case KVMaxContext, KVPaged:
+		return k, nil
+	}
+	return "", fmt.Errorf("plan: KV reservation %q: want mean, max-context or paged", s)
+}
+
+// maxContextSlots is the slots of an instance that reserves KV for max
+// context hi on every sequence: the Fleet Sim model's min(compute cap, KV
+// limit) for a manual profile, KV tokens / hi otherwise; at most e.MaxSeqs'
+// own bound on what a step can carry (chunk - 1).
+func (p *Profile) maxContextSlots(e engine.Profile, hi int) int {
+	if m := p.Manual; m != nil {
+		blocks := (hi + m.BlkSize - 1) / m.BlkSize
+		capN := int(int64(m.MaxSlots) * int64(m.CalibrationCtx) / int64(max(hi, 1)))
+		return max(1, min(capN, m.TotalKVBlks/blocks, m.Chunk-1))
+	}
+	return max(1, min(e.MaxSeqs, e.KVTokens/max(hi, 1)))
+}
+
+// z99 is the standard normal's 0.99 quantile.
+const z99 = 2.326
+
+// pagedSlots is the largest n <= limit with n mu + z99 sigma sqrt(n) <= kv:
+// n sequences of held tokens of mean mu and deviation sigma fit kv tokens
+// with probability about 0.99.
+func pagedSlots(kv, mu, sigma float64, limit int) int {
+	if !(mu > 0) {
+		return max(1, limit)
+	}
+	r := (-z99*sigma + math.Sqrt(z99*z99*sigma*sigma+4*mu*kv)) / (2 * mu)
+	return max(1, min(limit, int(r*r)))
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -179,12 +179,12 @@ func (pl *Planner) Verify(ctx context.Context, c Candidate, lambda float64) (*Ve
 		return v, nil
 	}
 	sims := map[string]bool{}
-	eval := func(f Fleet) (*Eval, error) {
+	eval := func(f Fleet, screen bool) (*Eval, error) {
 		sims[f.key()] = true
-		return pl.EvaluateWith(ctx, f, lambda, "", c.router)
+		return pl.evaluate(ctx, f, lambda, "", c.router, true, screen)
 	}
 	f := c.Fleet
-	e, err := eval(f)
+	e, err := eval(f, false)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +224,7 @@ func (pl *Planner) Verify(ctx context.Context, c Candidate, lambda float64) (*Ve
 			return v, nil
 		}
 		f = f.with(worst, min(pl.o.MaxInstances, n+max(1, n/8)))
-		if e, err = eval(f); err != nil {
+		if e, err = eval(f, false); err != nil {
 			return nil, err
 		}
 	}
@@ -244,7 +244,7 @@ func (pl *Planner) Verify(ctx context.Context, c Candidate, lambda float64) (*Ve
 				continue
 			}
 			g := f.with(i, f.Pools[i].Instances-1)
-			ge, err := eval(g)
+			ge, err := eval(g, true)
 			if err != nil {
 				return nil, err
 			}
@@ -286,7 +286,18 @@ func (pl *Planner) Optimize(ctx context.Context, choice PoolChoice, topK int) (*
 		if out.Candidates[i].Err != "" {
 			break
 		}
-		v, err := pl.Verify(ctx, out.Candidates[i], lambda)
+		c := out.Candidates[i]
+		if out.Best != nil && c.Cost >= out.Best.Eval.Cost && !pl.o.AllSeeds {
+			pruned, err := pl.prune(ctx, c, lambda, out.Best.Eval.Cost)
+			if err != nil {
+				return nil, err
+			}
+			if pruned != nil {
+				out.Verified = append(out.Verified, pruned)
+				continue
+			}
+		}
+		v, err := pl.Verify(ctx, c, lambda)
 		if err != nil {
 			return nil, err
 		}
@@ -296,6 +307,43 @@ func (pl *Planner) Optimize(ctx context.Context, choice PoolChoice, topK int) (*
 		}
 	}
 	return out, nil
+}
+
+// prune checks, with one DES run, whether candidate c can beat a verified
+// fleet of hourly cost best: it simulates the probe fleet whose every pool
+// has as many instances as it can while the other pools have one and the
+// fleet costs less than best. Every fleet of c's layout that costs less
+// than best has at most the probe's instances in every pool, so if the
+// probe misses the target, none of them meets it (more instances never
+// raise the P99, the assumption Verify's search rests on too) and prune
+// returns the candidate's Verified with that evidence and no Eval; else nil.
+func (pl *Planner) prune(ctx context.Context, c Candidate, lambda, best float64) (*Verified, error) {
+	if c.Err != "" {
+		return nil, nil
+	}
+	probe := Fleet{Pools: slices.Clone(c.Fleet.Pools)}
+	ones := 0.0
+	for _, p := range probe.Pools {
+		ones += p.Profile.Cost()
+	}
+	for i := range probe.Pools {
+		unit := probe.Pools[i].Profile.Cost()
+		n := int(math.Ceil((best-ones)/unit - 1e-9)) // ones - unit + n unit < best
+		if n < 1 {
+			return &Verified{Candidate: c, Note: fmt.Sprintf("not verified: one instance in every pool costs $%.2f/hr, no less than the recommended $%.2f/hr", ones, best)}, nil
+		}
+		probe.Pools[i].Instances = min(n, pl.o.MaxInstances)
+	}
+	e, err := pl.evaluate(ctx, probe, lambda, "", c.router, true, true)
+	if err != nil {
+		return nil, err
+	}
+	if e.Pass {
+		return nil, nil
+	}
+	return &Verified{Candidate: c, Smaller: []*Eval{e}, Sims: 1,
+		Note: fmt.Sprintf("not verified: %s, as large as a fleet of this layout can be in every pool while costing less than the recommended $%.2f/hr, misses the target in the DES (P99 %s s)",
+			probe, best, e.P99)}, nil
 }
 
 // ParetoPoint is one short-pool threshold's analytical sizing.

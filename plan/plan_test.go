@@ -23,7 +23,7 @@ func preset(t *testing.T, name string) *Profile {
 	return p
 }
 
-func readCDF(t *testing.T, name string) workload.CDF {
+func readCDF(t testing.TB, name string) workload.CDF {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "examples", "plan", name))
 	if err != nil {

@@ -64,6 +64,9 @@ type Ask struct {
 	// backends that serve it (Serves) are candidates, and the policy
 	// weighs them as a pool of their own.
 	Model string
+	// Pool, if set, restricts the candidates to the backends of that pool
+	// (SetPools), the same way Model does.
+	Pool string
 }
 
 // Outcome is a decision about a request that was waiting.
@@ -77,6 +80,7 @@ type waiter struct {
 	req   policy.Request // QueuedAt and Exclude are positions, kept current by Remove
 	until time.Duration
 	model string
+	pool  string
 }
 
 // Router is one router replica.
@@ -98,6 +102,7 @@ type Router struct {
 	waiters    []waiter
 	capAware   bool
 	hidden     []int // scratch: backends hidden from one pick by the capability filter
+	pools      pools // backend name to pool (pools.go)
 }
 
 // New returns router number id (its index in the gateways' Received counts)
@@ -306,7 +311,7 @@ func (r *Router) SetEligible(id BackendID, ok bool) {
 // later through OnStats, OnTimer, Add or Remove.
 func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 	r.Expire(now)
-	w := waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens}, model: q.Model}
+	w := waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens}, model: q.Model, pool: q.Pool}
 	if len(q.Exclude) > 0 {
 		w.req.Exclude = make([]int, 0, len(q.Exclude))
 		for _, x := range q.Exclude {
@@ -328,9 +333,13 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 		return Decision{Kind: policy.Reject, Backend: NoBackend, Reason: "no backends"}
 	}
 	r.refreshErrors(now)
+	outside := r.hideOutsidePool(w.pool)
 	hidden := r.hideIncapable(&w.req, w.model)
 	d := r.pol.Pick(now, &w.req, r.views)
 	for _, b := range hidden {
+		r.views[b].Eligible = true
+	}
+	for _, b := range outside {
 		r.views[b].Eligible = true
 	}
 	// The router never sends to a backend that is not Ready, whatever the

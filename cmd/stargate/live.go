@@ -484,7 +484,8 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr(), pprofCfg); err != nil {
 				return err
 			}
-			f, err := fleet.Start(ctx, scfg, reg, fleet.Options{RoutersPerRegion: routers, Seed: seed, Logger: log, TLS: fleetTLS})
+			f, err := fleet.Start(ctx, scfg, reg, fleet.Options{RoutersPerRegion: routers, Seed: seed, Logger: log, TLS: fleetTLS,
+				Pools: routerPools(fl.Pools)})
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil

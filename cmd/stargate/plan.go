@@ -33,6 +33,8 @@ type planFlags struct {
 	longMax                          int
 	layout                           string
 	parallel                         int
+	allSeeds                         bool
+	kvReserve                        string
 	// pool routers (planrouters.go)
 	poolRouter, models, classifierURL string
 	classifierTimeout                 time.Duration
@@ -60,6 +62,8 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.layout, "layout", "any", "pool layouts: single, two or any")
 	fl.StringVar(&f.format, "format", "table", "output format: table or json")
 	fl.IntVar(&f.parallel, "parallel", 0, "DES runs at once (default: one per CPU)")
+	fl.StringVar(&f.kvReserve, "kv-reserve", "mean", "how the analytical model sizes slots from the KV cache: mean (KV / the mean request), max-context (KV / the pool's max context on every slot, as the Fleet Sim model does; caps the DES engine too) or paged (KV / the tokens in flight at their 99th percentile, as vLLM's paged attention admits)")
+	fl.BoolVar(&f.allSeeds, "all-seeds", false, "verify every fleet with every seed (default: stop a fleet's seeds once its outcome against the target is decided)")
 	f.registerPoolRouter(cmd)
 }
 
@@ -180,6 +184,10 @@ func (f *planFlags) planner(cmd *cobra.Command) (*plan.Planner, error) {
 	o := plan.DefaultOptions(f.slo)
 	o.UtilCap, o.Policy, o.Seeds, o.Warmup, o.Measure, o.Registry = f.cap, f.pol, seeds, f.warmup, f.measure, reg
 	o.Run = parallelRunner(reg, f.parallel, cmd.ErrOrStderr())
+	o.AllSeeds, o.Batch, o.KVReserve = f.allSeeds, f.parallel, plan.KVReserve(f.kvReserve)
+	if o.Batch <= 0 {
+		o.Batch = runtime.GOMAXPROCS(0)
+	}
 	if o.PoolRouter, o.Classifier, err = f.poolRouterAndClassifier(); err != nil {
 		return nil, err
 	}

@@ -60,6 +60,9 @@ type Options struct {
 	// TLS, if set, serves every listener over TLS and has the services
 	// verify one another (see TLS); nil is plain HTTP on loopback.
 	TLS *TLS
+	// Pools are every router's pools (router.Config.Pools), by backend
+	// name as in cfg.
+	Pools []router.Pool
 }
 
 // Fleet is a running fleet.
@@ -210,6 +213,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 			rc.Hooks = opts.Hooks(ri)
 		}
 		rc.Console = opts.Console
+		rc.Pools = opts.Pools
 		rs, err := router.New(rc, reg)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: router %s: %w", u, err)

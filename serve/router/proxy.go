@@ -239,8 +239,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, q wa
 	id := s.requestID()
 	retry := rcore.NewRetry(s.cfg.MaxAttempts, skip)
 	var last *attemptResult
+	pool := s.pickPool(tokens, q.model)
 	for again := true; again; {
-		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude(), Model: q.model})
+		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude(), Model: q.model, Pool: pool})
 		if !ok {
 			s.end(ReasonClientCancelled, true)
 			return

@@ -105,6 +105,9 @@ type Config struct {
 	// Console serves the operator console: GET /console and its updates,
 	// GET /console/events (console.go).
 	Console bool
+	// Pools, if set, split the backends into pools the router picks by
+	// length and model before placement (pools.go).
+	Pools []Pool
 }
 
 // DefaultConfig returns a router with DESIGN's policy defaults.
@@ -127,6 +130,7 @@ func (c Config) Validate(reg *policy.Registry) error {
 	if err := c.Params.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, validatePools(c.Pools)...)
 	seen := map[string]bool{}
 	for _, b := range c.Static {
 		if b.Name == "" || seen[b.Name] {
@@ -185,6 +189,7 @@ type backend struct {
 // Server is a running router replica.
 type Server struct {
 	cfg    Config
+	pools  poolState // pools.go
 	reg    *policy.Registry
 	start  time.Time
 	log    *slog.Logger
@@ -462,6 +467,7 @@ func (s *Server) build(bs []*backend) error {
 	if err != nil {
 		return fmt.Errorf("router %s: %w", s.cfg.ID, err)
 	}
+	c.SetPools(poolOf(s.cfg.Pools))
 	// The core's clock starts at 0: each backend was heard from now.
 	now := s.now()
 	for i, b := range bs {
