@@ -138,7 +138,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	prompt, lead, _, err := req.PromptTokens(chat)
+	prompt, lead, rendered, err := req.PromptTokens(chat)
 	if err != nil {
 		s.reject(w, http.StatusBadRequest, ReasonBadRequest, err.Error())
 		return
@@ -150,7 +150,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			tokens = prompt + *v
 		}
 	}
-	s.route(w, r, body, want{session: session, prompt: prompt, tokens: tokens, model: req.Model}, req.Stream)
+	s.route(w, r, body, want{session: session, prompt: prompt, tokens: tokens, model: req.Model, blocks: s.promptBlocks(rendered)}, req.Stream)
 }
 
 // table is the router's backends as one immutable snapshot (see
@@ -175,6 +175,7 @@ type want struct {
 	session        uint64
 	prompt, tokens int
 	model          string
+	blocks         []uint64 // the prompt's block hashes (promptBlocks), for the prefix policy
 }
 
 // tooShortFor lists the backends of model's pool whose context is shorter
@@ -240,7 +241,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, q wa
 	retry := rcore.NewRetry(s.cfg.MaxAttempts, skip)
 	var last *attemptResult
 	for again := true; again; {
-		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude(), Model: q.model})
+		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude(), Model: q.model,
+			Blocks: q.blocks, BlockTokens: liveBlockTokens})
 		if !ok {
 			s.end(ReasonClientCancelled, true)
 			return
