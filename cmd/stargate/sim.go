@@ -87,7 +87,7 @@ defaults to the rest of the trace. --rps is then unused.`,
 				}
 				rpsList = []float64{workload.Rate(reqs)}
 				if reuseCeiling {
-					return printReuseCeiling(cmd.OutOrStdout(), reqs, warmup)
+					return printReuseCeiling(cmd.OutOrStdout(), reqs, warmup, splitList(fleets), engineName)
 				}
 			} else if reuseCeiling {
 				return usagef("--reuse-ceiling needs --trace")
