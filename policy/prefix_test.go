@@ -201,7 +201,7 @@ func BenchmarkPrefixPick(b *testing.B) {
 			}
 			next := uint64(1 << 32)
 			for i := range vs { // fill every index with 24-block prompts behind a shared block
-				for range pp.idx.Capacity(pp.ids[i])/23 + 200 {
+				for range 40000*50/512/23 + 1 {
 					blocks := append([]uint64{0}, seq(next, next+23)...)
 					next += 23
 					pp.record(0, &Request{Blocks: blocks, BlockTokens: 512}, &vs[i], pp.ids[i])

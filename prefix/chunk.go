@@ -7,15 +7,18 @@ import (
 )
 
 // Live prompts are cut into blocks of text before hashing: the router does
-// not tokenize, so a block is ChunkChars characters of the rendered prompt,
-// about CharsPerToken * EngineBlockTokens (English text averages about four
-// characters a token; vLLM's default KV block is 16 tokens). A block of
-// text therefore stands for about one engine block: two prompts that share
-// their first k chunks share about their first k engine blocks.
+// not tokenize, so a block is ChunkChars bytes of the rendered prompt, about
+// ChunkTokens tokens at CharsPerToken (the project's stand-in tokenizer,
+// openai.CountTokens, counts four bytes a token). A chunk stands for
+// ChunkTokens/EngineBlockTokens engine blocks (vLLM's default KV block is
+// 16 tokens): two prompts that share their first k chunks share about their
+// first 4k engine blocks. Chunks coarser than engine blocks keep the index
+// four times smaller and lose at most one chunk of a match (under 64 tokens).
 const (
 	CharsPerToken     = 4
 	EngineBlockTokens = 16
-	ChunkChars        = CharsPerToken * EngineBlockTokens
+	ChunkTokens       = 4 * EngineBlockTokens
+	ChunkChars        = CharsPerToken * ChunkTokens
 )
 
 // Chunker hashes a prompt given in pieces (a chat's messages, rendered in

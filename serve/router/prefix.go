@@ -17,4 +17,4 @@ func (s *Server) promptBlocks(rendered string) []uint64 {
 }
 
 // liveBlockTokens is the tokens a live block stands for.
-const liveBlockTokens = prefix.EngineBlockTokens
+const liveBlockTokens = prefix.ChunkTokens
