@@ -151,9 +151,12 @@ func (pp *Prefix) pick(now time.Duration, r *Request, views []View) Decision {
 	if len(r.Blocks) == 0 || len(views) != len(pp.ids) {
 		return pp.pw.Pick(now, r, views)
 	}
+	// Matches under min_share of the prompt do not count, so the index
+	// need not walk the blocks every backend holds.
+	minBlocks := max(int(math.Ceil(pp.p.Prefix.MinShare*float64(len(r.Blocks)))), 1)
 	var best int
-	pp.matched, best = pp.idx.Match(r.Blocks, now, pp.matched)
-	if best == 0 || float64(best) < pp.p.Prefix.MinShare*float64(len(r.Blocks)) {
+	pp.matched, best = pp.idx.MatchAtLeast(r.Blocks, minBlocks, now, pp.matched)
+	if best == 0 {
 		return pp.pw.Pick(now, r, views)
 	}
 	strict := anyEligible(r, views)
@@ -165,7 +168,6 @@ func (pp *Prefix) pick(now time.Duration, r *Request, views []View) Decision {
 		}
 	}
 	limit := float64(outstanding)/float64(max(capacity, 1)) + pp.p.Prefix.LoadSlack
-	minBlocks := max(math.Ceil(pp.p.Prefix.MinShare*float64(len(r.Blocks))), 1)
 	measured := pp.pw.useMeasured(views)
 	// A backend's score is the prefix it holds (in blocks; none if it runs
 	// above the limit) plus its rendezvous score squashed into (0,1), so
@@ -183,7 +185,7 @@ func (pp *Prefix) pick(now time.Duration, r *Request, views []View) Decision {
 			continue
 		}
 		m := float64(pp.matched[pp.ids[i]])
-		if m < minBlocks || v.Utilization() > limit {
+		if v.Utilization() > limit {
 			m = 0
 		}
 		pp.prefix = grow(pp.prefix, len(views))

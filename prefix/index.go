@@ -200,6 +200,39 @@ func (x *Index) Match(blocks []uint64, now time.Duration, out []int32) ([]int32,
 	return out, best
 }
 
+// MatchAtLeast is Match for the matches of at least minLen blocks (shorter
+// ones read 0), at a cost that does not depend on how many backends hold
+// the prompt's first minLen-1 blocks (a shared system prompt every backend
+// holds): it walks the prompt from its last block back to block minLen-1
+// and credits each backend with the deepest block it holds. That is
+// Match's answer when blocks are chained (each hash names its whole
+// prefix, as the chunker's and the Mooncake traces' do), because a
+// backend's blocks are then prefix-closed: a prompt's earlier blocks are
+// always touched after its later ones, so they are evicted and aged later.
+// For lists that are not chained it may overstate a match.
+func (x *Index) MatchAtLeast(blocks []uint64, minLen int, now time.Duration, out []int32) ([]int32, int) {
+	if cap(out) < len(x.backends) {
+		out = make([]int32, len(x.backends))
+	}
+	out = out[:len(x.backends)]
+	clear(out)
+	best := 0
+	for i := len(blocks) - 1; i >= max(minLen, 1)-1; i-- {
+		k, ok := x.byHash[blocks[i]]
+		if !ok {
+			continue
+		}
+		for ; k != nilNode; k = x.nodes[k].sameNext {
+			nd := &x.nodes[k]
+			if out[nd.backend] == 0 && !x.stale(nd, now) {
+				out[nd.backend] = int32(i + 1)
+				best = max(best, i+1)
+			}
+		}
+	}
+	return out, best
+}
+
 func (x *Index) stale(nd *node, now time.Duration) bool {
 	return x.maxAge > 0 && now-nd.used > x.maxAge
 }

@@ -190,3 +190,69 @@ func TestChunker(t *testing.T) {
 		t.Errorf("3 bytes made %d blocks of the default %d", len(got), ChunkChars)
 	}
 }
+
+// TestMatchAtLeastAgrees: on chained prompts (each block's id names its
+// prefix: here, a path in a tree of conversations), MatchAtLeast gives
+// Match's answers at and above its minimum, through evictions and aging.
+func TestMatchAtLeastAgrees(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := New(50 * time.Millisecond)
+	for _, c := range []int{40, 90, 25, 60} {
+		if _, err := x.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// child[parent*64+branch] is a block id; the prefix of a prompt is the
+	// path of branches it takes.
+	next := uint64(1)
+	child := map[uint64]uint64{}
+	prompt := func() []uint64 {
+		var out []uint64
+		parent := uint64(0)
+		for range 1 + rng.IntN(30) {
+			key := parent*64 + uint64(rng.IntN(3))
+			id, ok := child[key]
+			if !ok {
+				id, next = next, next+1
+				child[key] = id
+			}
+			out = append(out, id)
+			parent = id
+		}
+		return out
+	}
+	var a, b []int32
+	matched := 0
+	for i := range 4000 {
+		now := time.Duration(i) * time.Millisecond
+		p := prompt()
+		if rng.IntN(2) == 0 {
+			x.Insert(ID(rng.IntN(4)), p, now)
+			continue
+		}
+		minLen := rng.IntN(len(p) + 1)
+		var bestA, bestB int
+		a, bestA = x.Match(p, now, a)
+		b, bestB = x.MatchAtLeast(p, minLen, now, b)
+		wantBest := 0
+		for id := range a {
+			want := a[id]
+			if int(want) < max(minLen, 1) {
+				want = 0
+			}
+			wantBest = max(wantBest, int(want))
+			if b[id] != want {
+				t.Fatalf("step %d, min %d: backend %d: MatchAtLeast %d, Match %d", i, minLen, id, b[id], a[id])
+			}
+		}
+		if bestB != wantBest || (wantBest > 0 && bestA < wantBest) {
+			t.Fatalf("step %d: best %d, want %d (Match's %d)", i, bestB, wantBest, bestA)
+		}
+		if wantBest > 1 {
+			matched++
+		}
+	}
+	if matched < 200 {
+		t.Errorf("only %d queries matched more than one block: the test exercises little", matched)
+	}
+}
