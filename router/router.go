@@ -60,15 +60,15 @@ type Ask struct {
 	// before its first byte; see Retry): the policy skips them. IDs the
 	// router no longer knows are ignored.
 	Exclude []BackendID
-	// Model is the request's model ("": any backend may take it). Only the
-	// backends that serve it (Serves) are candidates, and the policy
-	// weighs them as a pool of their own.
-	Model string
 	// Blocks are the prompt's chained block hashes, BlockTokens tokens
 	// each (nil: unknown), for a policy that places by cached prefix
 	// (policy.Prefix). The router keeps the slice while the request waits.
 	Blocks      []uint64
 	BlockTokens int
+	// Model is the request's model ("": any backend may take it). Only the
+	// backends that serve it (Serves) are candidates, and the policy
+	// weighs them as a pool of their own.
+	Model string
 }
 
 // Outcome is a decision about a request that was waiting.
@@ -311,8 +311,8 @@ func (r *Router) SetEligible(id BackendID, ok bool) {
 // later through OnStats, OnTimer, Add or Remove.
 func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 	r.Expire(now)
-	w := waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens,
-		Blocks: q.Blocks, BlockTokens: q.BlockTokens}, model: q.Model}
+	w := waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens}, model: q.Model}
+	w.req.Blocks, w.req.BlockTokens = q.Blocks, q.BlockTokens
 	if len(q.Exclude) > 0 {
 		w.req.Exclude = make([]int, 0, len(q.Exclude))
 		for _, x := range q.Exclude {
