@@ -312,7 +312,6 @@ func (r *Router) SetEligible(id BackendID, ok bool) {
 func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 	r.Expire(now)
 	w := waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens}, model: q.Model}
-	w.req.Blocks, w.req.BlockTokens = q.Blocks, q.BlockTokens
 	if len(q.Exclude) > 0 {
 		w.req.Exclude = make([]int, 0, len(q.Exclude))
 		for _, x := range q.Exclude {
@@ -321,6 +320,7 @@ func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 			}
 		}
 	}
+	w.req.Blocks, w.req.BlockTokens = q.Blocks, q.BlockTokens
 	d := r.decide(now, &w)
 	if d.Kind == policy.Wait {
 		r.waiters = append(r.waiters, w)
