@@ -222,6 +222,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, q wa
 	session, prompt, tokens := q.session, q.prompt, q.tokens
 	arrived := time.Now()
 	ctx := r.Context()
+	ctx = withBlocks(ctx, q.blocks)
 	if s.cfg.Local != nil { // an in-process gateway need not read the body again
 		ctx = openai.WithRead(ctx, openai.Read{Prompt: prompt, Session: session})
 	}
@@ -241,8 +242,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, q wa
 	retry := rcore.NewRetry(s.cfg.MaxAttempts, skip)
 	var last *attemptResult
 	for again := true; again; {
-		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude(), Model: q.model,
-			Blocks: q.blocks, BlockTokens: liveBlockTokens})
+		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude(), Model: q.model})
 		if !ok {
 			s.end(ReasonClientCancelled, true)
 			return
@@ -376,6 +376,7 @@ func refused(exclude []rcore.BackendID) int {
 // client went away first. On Dispatch, b is the backend as the latest
 // snapshot holds it (its url empty if it has left since).
 func (s *Server) decide(ctx context.Context, id uint64, q rcore.Ask) (d rcore.Decision, b target, ok bool) {
+	q.Blocks, q.BlockTokens = blocksOf(ctx)
 	d, ch := s.place(id, q)
 	if ch != nil {
 		select {
