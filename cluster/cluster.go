@@ -57,14 +57,17 @@ func (b *Backend) Pick(now time.Duration, r *engine.Request) int { return Pick(n
 
 // Pick chooses among workers for request r arriving at now: the worker that
 // caches most of its prompt (its session's entry, or its prefix blocks when
-// it carries block hashes) among those with a free slot, else the least
-// loaded (then least KV in use, then lowest index). It reads every worker as
-// it is at now, not as it was at its last event. It returns -1 for no
-// workers.
+// it carries block hashes) among those with a free slot, the least loaded
+// of those caching equally much (a prefix every worker holds, such as a
+// common system prompt, must not draw every request to the lowest index),
+// else the least loaded (then least KV in use, then lowest index). It reads
+// every worker as it is at now, not as it was at its last event. It returns
+// -1 for no workers.
 func Pick[W Worker](now time.Duration, r *engine.Request, workers []W) int {
 	best, bestCache := -1, 0
 	for i, w := range workers {
-		if c := w.CachedPromptAt(now, r); c > bestCache && !Overloaded(w) {
+		c := w.CachedPromptAt(now, r)
+		if (c > bestCache || c == bestCache && c > 0 && less(now, w, workers[best])) && !Overloaded(w) {
 			best, bestCache = i, c
 		}
 	}

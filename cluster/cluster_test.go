@@ -60,3 +60,46 @@ func TestNewRejectsBadInput(t *testing.T) {
 		t.Error("invalid profile accepted")
 	}
 }
+
+// TestPickSpreadsEqualPrefixes: when workers cache the same prefix of a
+// request (a system prompt every worker holds), the least-loaded one takes
+// it; always taking the lowest index piles new conversations onto one
+// worker's cache and leaves the others' caches idle.
+func TestPickSpreadsEqualPrefixes(t *testing.T) {
+	p := engine.HalfProfile()
+	p.MaxSeqs = 4
+	b, err := New(2, p, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(w int, r engine.Request) {
+		t.Helper()
+		if err := b.Worker(w).Submit(0, r); err != nil {
+			t.Fatal(err)
+		}
+		for at, ok := b.Worker(w).NextEventAt(); ok; at, ok = b.Worker(w).NextEventAt() {
+			b.Worker(w).Advance(at, nil)
+		}
+	}
+	block := func(id uint64, hashes ...uint64) engine.Request {
+		return engine.Request{ID: id, PromptTokens: 16 * len(hashes), OutputTokens: 1, BlockHashes: hashes, BlockSize: 16}
+	}
+	run(0, block(1, 100, 1)) // both workers hold the shared block 100
+	run(1, block(2, 100, 2))
+	if err := b.Worker(0).Submit(0, engine.Request{ID: 3, Session: 9, PromptTokens: 100, OutputTokens: 50}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		req  engine.Request
+		want int
+	}{
+		{"equal prefixes: the least-loaded worker", block(4, 100, 3), 1},
+		{"a longer prefix wins over load", block(5, 100, 1, 4), 0},
+	}
+	for _, tt := range tests {
+		if got := b.Pick(0, &tt.req); got != tt.want {
+			t.Errorf("%s: Pick = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

@@ -73,6 +73,11 @@ type Request struct {
 	// Tokens is the request's prompt plus requested output tokens; zero
 	// means unknown.
 	Tokens int
+	// Blocks are the prompt's chained block hashes, each naming its whole
+	// prefix (see package prefix), of BlockTokens tokens each; nil when
+	// unknown. Only the prefix policy reads them.
+	Blocks      []uint64
+	BlockTokens int
 }
 
 func (r *Request) excluded(b int) bool { return slices.Contains(r.Exclude, b) }
@@ -129,12 +134,15 @@ type Params struct {
 	VirtualNodes int           `yaml:"virtual_nodes" json:"virtual_nodes"`
 	// Weight is pulsar-waw's weight source: "max-input-tps" or "capacity".
 	Weight string `yaml:"weight" json:"weight"`
+	// Prefix are the prefix policy's tunables (see PrefixParams).
+	Prefix PrefixParams `yaml:"prefix" json:"prefix"`
 }
 
 // DefaultParams are DESIGN's values.
 func DefaultParams() Params {
 	return Params{AffinityWait: 300 * time.Millisecond, BandStep: 300 * time.Millisecond,
-		MaxWait: 4 * time.Second, MaxQueued: 4, VirtualNodes: 150, Weight: WeightCapacity}
+		MaxWait: 4 * time.Second, MaxQueued: 4, VirtualNodes: 150, Weight: WeightCapacity,
+		Prefix: DefaultPrefixParams()}
 }
 
 // Weight sources for pulsar-waw.
@@ -161,6 +169,7 @@ func (p Params) Validate() error {
 	if p.Weight != WeightMaxInputTPS && p.Weight != WeightCapacity {
 		errs = append(errs, fmt.Errorf("weight must be %q or %q, got %q", WeightMaxInputTPS, WeightCapacity, p.Weight))
 	}
+	errs = append(errs, p.Prefix.validate()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("policy params: %w", err)
 	}
@@ -195,6 +204,7 @@ func NewRegistry() *Registry {
 		p.Weight = WeightMaxInputTPS
 		return &PulsarWaW{p: p, name: "pulsar-waw-tps"}, nil
 	})
+	r.Register(PrefixName, func(p Params, b []Backend, _ *rand.Rand) (Policy, error) { return NewPrefix(p, b) })
 	r.Register("pressure", func(p Params, b []Backend, _ *rand.Rand) (Policy, error) {
 		return NewPressure(p, DefaultPressureParams(), b)
 	})

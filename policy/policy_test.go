@@ -297,7 +297,7 @@ func TestRegistry(t *testing.T) {
 	if _, err := reg.New("pulsar-waw", bad, backends(2), nil); err == nil {
 		t.Error("bad params accepted")
 	}
-	want := "[least-request power-of-two pressure pulsar-waw pulsar-waw-tps random round-robin waw]"
+	want := "[least-request power-of-two prefix pressure pulsar-waw pulsar-waw-tps random round-robin waw]"
 	if got := fmt.Sprint(reg.Names()); got != want {
 		t.Errorf("Names() = %s, want %s", got, want)
 	}

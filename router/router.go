@@ -60,6 +60,11 @@ type Ask struct {
 	// before its first byte; see Retry): the policy skips them. IDs the
 	// router no longer knows are ignored.
 	Exclude []BackendID
+	// Blocks are the prompt's chained block hashes, BlockTokens tokens
+	// each (nil: unknown), for a policy that places by cached prefix
+	// (policy.Prefix). The router keeps the slice while the request waits.
+	Blocks      []uint64
+	BlockTokens int
 	// Model is the request's model ("": any backend may take it). Only the
 	// backends that serve it (Serves) are candidates, and the policy
 	// weighs them as a pool of their own.
@@ -320,6 +325,7 @@ func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 			}
 		}
 	}
+	w.req.Blocks, w.req.BlockTokens = q.Blocks, q.BlockTokens
 	d := r.decide(now, &w)
 	if d.Kind == policy.Wait {
 		r.waiters = append(r.waiters, w)

@@ -598,7 +598,7 @@ func (s *simulation) handle(e *event) error {
 				s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(client.TooLong)})
 				break
 			}
-			d := rs.subs[a.pool].Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens(), Model: s.modelOf(a.sess)})
+			d := rs.subs[a.pool].Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens(), Model: s.modelOf(a.sess), Blocks: traceBlocks(a.sess.req), BlockTokens: s.cfg.BlockSize})
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
 			s.markWeights(a.router)
@@ -995,7 +995,7 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 	}
 	a.told, a.refusal = true, f
 	if step.Again {
-		if d := sub.Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens(), Exclude: a.retry.Exclude(), Model: s.modelOf(a.sess)}); d.Kind != policy.Reject {
+		if d := sub.Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens(), Exclude: a.retry.Exclude(), Model: s.modelOf(a.sess), Blocks: traceBlocks(a.sess.req), BlockTokens: s.cfg.BlockSize}); d.Kind != policy.Reject {
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
 			s.markWeights(a.router)

@@ -28,6 +28,7 @@ func newSimCmd() *cobra.Command {
 		heartbeatTTL                   time.Duration
 		heartbeatInterval              time.Duration
 		parallel                       int
+		reuseCeiling                   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sim",
@@ -85,6 +86,11 @@ defaults to the rest of the trace. --rps is then unused.`,
 					measure = last - warmup + time.Millisecond
 				}
 				rpsList = []float64{workload.Rate(reqs)}
+				if reuseCeiling {
+					return printReuseCeiling(cmd.OutOrStdout(), reqs, warmup, splitList(fleets), engineName)
+				}
+			} else if reuseCeiling {
+				return usagef("--reuse-ceiling needs --trace")
 			} else if traceRate != 0 || traceFormat != "auto" {
 				return usagef("--trace-rate and --trace-format need --trace")
 			}
@@ -170,6 +176,7 @@ defaults to the rest of the trace. --rps is then unused.`,
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
 	f.StringVar(&trace, "trace", "", "replay a trace instead of sessions: Mooncake JSONL or Azure CSV")
 	f.StringVar(&traceFormat, "trace-format", "auto", "trace format: mooncake, azure or auto (.csv is azure)")
+	f.BoolVar(&reuseCeiling, "reuse-ceiling", false, "print the trace's prefix reuse under one unbounded cache (requests after --warmup) and exit")
 	f.Float64Var(&traceRate, "trace-rate", 0, "scale the trace's arrival times to this mean rate in req/s (0: as recorded)")
 	return cmd
 }

@@ -138,7 +138,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	prompt, lead, _, err := req.PromptTokens(chat)
+	prompt, lead, rendered, err := req.PromptTokens(chat)
 	if err != nil {
 		s.reject(w, http.StatusBadRequest, ReasonBadRequest, err.Error())
 		return
@@ -150,7 +150,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 			tokens = prompt + *v
 		}
 	}
-	s.route(w, r, body, want{session: session, prompt: prompt, tokens: tokens, model: req.Model}, req.Stream)
+	s.route(w, r, body, want{session: session, prompt: prompt, tokens: tokens, model: req.Model, blocks: s.promptBlocks(rendered)}, req.Stream)
 }
 
 // table is the router's backends as one immutable snapshot (see
@@ -175,6 +175,7 @@ type want struct {
 	session        uint64
 	prompt, tokens int
 	model          string
+	blocks         []uint64 // the prompt's block hashes (promptBlocks), for the prefix policy
 }
 
 // tooShortFor lists the backends of model's pool whose context is shorter
@@ -221,6 +222,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, q wa
 	session, prompt, tokens := q.session, q.prompt, q.tokens
 	arrived := time.Now()
 	ctx := r.Context()
+	ctx = withBlocks(ctx, q.blocks)
 	if s.cfg.Local != nil { // an in-process gateway need not read the body again
 		ctx = openai.WithRead(ctx, openai.Read{Prompt: prompt, Session: session})
 	}
@@ -375,6 +377,7 @@ func refused(exclude []rcore.BackendID) int {
 // client went away first. On Dispatch, b is the backend as the latest
 // snapshot holds it (its url empty if it has left since).
 func (s *Server) decide(ctx context.Context, id uint64, q rcore.Ask) (d rcore.Decision, b target, ok bool) {
+	q.Blocks, q.BlockTokens = blocksOf(ctx)
 	d, ch := s.place(id, q)
 	if ch != nil {
 		select {

@@ -1,0 +1,235 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/stargate-llm/stargate/prefix"
+)
+
+// PrefixName is the prefix-aware policy's registry name.
+const PrefixName = "prefix"
+
+// PrefixParams are the prefix policy's tunables (the policy's `prefix:` map
+// in a fleet file).
+type PrefixParams struct {
+	// TokensPerSlot sizes each backend's index: a backend of capacity c
+	// (its maximum engine concurrency) is taken to cache about
+	// c*TokensPerSlot prompt tokens. The default, 40,000, is the full-scale
+	// engine profile's KV budget (1,000,000 tokens) over its 25 sequences.
+	TokensPerSlot int `yaml:"tokens_per_slot" json:"tokens_per_slot"`
+	// LoadSlack is how far (in utilization, outstanding over capacity) a
+	// backend may run above the fleet's utilization and still be preferred
+	// for the prefix it holds; above it, it is placed as pulsar-waw would.
+	LoadSlack float64 `yaml:"load_slack" json:"load_slack"`
+	// MinShare is the share of the prompt's blocks a backend must hold for
+	// its prefix to count: a shorter match (a system prompt every backend
+	// soon holds) leaves the choice to pulsar-waw's order, so that the
+	// first backend to see a common prefix does not draw every request.
+	MinShare float64 `yaml:"min_share" json:"min_share"`
+	// MaxAge forgets blocks not sent to a backend for this long (0: never;
+	// they leave by capacity only).
+	MaxAge time.Duration `yaml:"max_age" json:"max_age"`
+}
+
+// DefaultPrefixParams are the prefix policy's defaults.
+func DefaultPrefixParams() PrefixParams {
+	return PrefixParams{TokensPerSlot: 40_000, LoadSlack: 0.25, MinShare: 0.5}
+}
+
+func (p PrefixParams) validate() []error {
+	var errs []error
+	if p.TokensPerSlot < 0 {
+		errs = append(errs, fmt.Errorf("prefix.tokens_per_slot must be >= 0 (0: the default %d), got %d", DefaultPrefixParams().TokensPerSlot, p.TokensPerSlot))
+	}
+	if !(p.LoadSlack >= 0) || math.IsInf(p.LoadSlack, 1) {
+		errs = append(errs, fmt.Errorf("prefix.load_slack must be a finite number >= 0, got %v", p.LoadSlack))
+	}
+	if !(p.MinShare >= 0 && p.MinShare <= 1) {
+		errs = append(errs, fmt.Errorf("prefix.min_share must be in [0,1], got %v", p.MinShare))
+	}
+	if p.MaxAge < 0 {
+		errs = append(errs, fmt.Errorf("prefix.max_age must be >= 0, got %v", p.MaxAge))
+	}
+	return errs
+}
+
+// Prefix places a request at the backend holding the longest cached prefix
+// of its prompt, by an approximate per-backend index of the blocks sent
+// there (package prefix), unless that backend runs hotter than the fleet by
+// more than LoadSlack: then, and for requests without block hashes, it
+// places as pulsar-waw (see the package documentation).
+type Prefix struct {
+	p       Params
+	pw      *PulsarWaW
+	idx     *prefix.Index
+	ids     []prefix.ID // index ID of each backend, by view position
+	matched []int32     // scratch: matched blocks by index ID
+	// Scratch by view position: held prefix, rank score and its bound.
+	prefix, scores, bounds []float64
+}
+
+var (
+	_ Policy         = (*Prefix)(nil)
+	_ Membership     = (*Prefix)(nil)
+	_ WeightReporter = (*Prefix)(nil)
+)
+
+// NewPrefix returns the policy over backends, in the views' order.
+func NewPrefix(p Params, backends []Backend) (*Prefix, error) {
+	if p.Prefix.TokensPerSlot == 0 {
+		p.Prefix.TokensPerSlot = DefaultPrefixParams().TokensPerSlot
+	}
+	if errs := p.Prefix.validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("policy %s: %w", PrefixName, errors.Join(errs...))
+	}
+	pp := &Prefix{p: p, pw: NewPulsarWaW(p, backends), idx: prefix.New(p.Prefix.MaxAge)}
+	pp.SetBackends(backends, nil)
+	return pp, nil
+}
+
+// Name implements Policy.
+func (*Prefix) Name() string { return PrefixName }
+
+// Weights implements WeightReporter: pulsar-waw's weights, which decide
+// every placement the prefix does not.
+func (pp *Prefix) Weights(views []View, out []BackendWeight) []BackendWeight {
+	return pp.pw.Weights(views, out)
+}
+
+// Index is the policy's prefix index (for reports: its size, its memory).
+func (pp *Prefix) Index() *prefix.Index { return pp.idx }
+
+// SetBackends implements Membership: the backends that stay keep their
+// indexed blocks; those that left are dropped from the index.
+func (pp *Prefix) SetBackends(backends []Backend, from []int) {
+	old := pp.ids
+	kept := make([]bool, len(old))
+	ids := make([]prefix.ID, len(backends))
+	for i := range backends {
+		f := i
+		if from != nil {
+			f = from[i]
+		}
+		if f >= 0 && f < len(old) && !kept[f] {
+			ids[i], kept[f] = old[f], true
+			continue
+		}
+		// Capacity 1 until the first dispatch sizes it from the view.
+		ids[i], _ = pp.idx.Add(1)
+	}
+	for f, k := range kept {
+		if !k {
+			pp.idx.Remove(old[f])
+		}
+	}
+	pp.ids = ids
+}
+
+// Pick implements Policy.
+func (pp *Prefix) Pick(now time.Duration, r *Request, views []View) Decision {
+	d := pp.pick(now, r, views)
+	if d.Kind == Dispatch && len(r.Blocks) > 0 && r.BlockTokens > 0 && d.Backend >= 0 && d.Backend < len(pp.ids) {
+		pp.record(now, r, &views[d.Backend], pp.ids[d.Backend])
+	}
+	return d
+}
+
+// record adds a dispatched prompt's blocks to its backend's index, sized
+// from the backend's capacity first.
+func (pp *Prefix) record(now time.Duration, r *Request, v *View, id prefix.ID) {
+	want := int(min(int64(max(v.Capacity, 1))*int64(pp.p.Prefix.TokensPerSlot)/int64(r.BlockTokens), math.MaxInt32))
+	if pp.idx.Capacity(id) != max(want, 1) {
+		_ = pp.idx.SetCapacity(id, max(want, 1)) // id is live: it is in pp.ids
+	}
+	pp.idx.Insert(id, r.Blocks, now)
+}
+
+func (pp *Prefix) pick(now time.Duration, r *Request, views []View) Decision {
+	if len(r.Blocks) == 0 || len(views) != len(pp.ids) {
+		return pp.pw.Pick(now, r, views)
+	}
+	// Matches under min_share of the prompt do not count, so the index
+	// need not walk the blocks every backend holds.
+	minBlocks := max(int(math.Ceil(pp.p.Prefix.MinShare*float64(len(r.Blocks)))), 1)
+	var best int
+	pp.matched, best = pp.idx.MatchAtLeast(r.Blocks, minBlocks, now, pp.matched)
+	if best == 0 {
+		return pp.pw.Pick(now, r, views)
+	}
+	strict := anyEligible(r, views)
+	outstanding, capacity := 0, 0
+	for i := range views {
+		if eligible(r, &views[i], strict) {
+			outstanding += views[i].Outstanding()
+			capacity += max(views[i].Capacity, 1)
+		}
+	}
+	limit := float64(outstanding)/float64(max(capacity, 1)) + pp.p.Prefix.LoadSlack
+	measured := pp.pw.useMeasured(views)
+	// A backend's score is the prefix it holds (in blocks; none if it runs
+	// above the limit) plus its rendezvous score squashed into (0,1), so
+	// backends rank by prefix first and by pulsar-waw's order among equal
+	// prefixes. As in PulsarWaW.Pick, the logarithm is computed only for
+	// the backends whose upper bound can beat the best so far.
+	pp.scores = grow(pp.scores, len(views))
+	pp.bounds = grow(pp.bounds, len(views))
+	top, free := -1, -1
+	topScore, freeScore := math.Inf(-1), math.Inf(-1)
+	for i := range views {
+		v := &views[i]
+		if !eligible(r, v, strict) {
+			pp.scores[i], pp.bounds[i] = math.Inf(-1), math.Inf(-1)
+			continue
+		}
+		m := float64(pp.matched[pp.ids[i]])
+		if v.Utilization() > limit {
+			m = 0
+		}
+		pp.prefix = grow(pp.prefix, len(views))
+		pp.prefix[i] = m
+		bound := m + squash(weightOf(v, measured)/(1-unit(mix(r.Session^v.Key)))*boundSlack)
+		pp.bounds[i], pp.scores[i] = bound, math.NaN()
+		isFree := v.Free()
+		if bound <= topScore && (!isFree || bound <= freeScore) {
+			continue
+		}
+		sc := pp.score(r, v, m, measured)
+		pp.scores[i] = sc
+		if sc > topScore {
+			top, topScore = i, sc
+		}
+		if isFree && sc > freeScore {
+			free, freeScore = i, sc
+		}
+	}
+	return bandDecide(pp.p, now, r, views, top, free, func(limit int) int {
+		rank := 0
+		for i, b := range pp.bounds {
+			if rank >= limit {
+				break
+			}
+			if b <= freeScore { // also skips the ineligible (-Inf)
+				continue
+			}
+			sc := pp.scores[i]
+			if math.IsNaN(sc) {
+				sc = pp.score(r, &views[i], pp.prefix[i], measured)
+			}
+			if sc > freeScore {
+				rank++
+			}
+		}
+		return rank
+	})
+}
+
+// score is backend v's rank score for r holding m blocks of its prefix.
+func (pp *Prefix) score(r *Request, v *View, m float64, measured bool) float64 {
+	return m + squash(-weightOf(v, measured)/math.Log(unit(mix(r.Session^v.Key))))
+}
+
+// squash maps a rendezvous score (0,+Inf) onto (0,1), keeping its order.
+func squash(s float64) float64 { return s / (1 + s) }
