@@ -96,6 +96,7 @@ func (l *lifecycle) effective(holds bool) telemetry.State {
 // that the router notices late).
 func (r *Router) update(at time.Duration, b int) {
 	l, v := &r.life[b], &r.views[b]
+	wasEligible, wasLimit := v.Eligible, v.MaxModelLen
 	st := l.effective(v.Active+v.Waiting+v.Pending > 0)
 	if st != l.state {
 		l.state, l.since = st, at
@@ -107,6 +108,9 @@ func (r *Router) update(at time.Duration, b int) {
 		limit = learned
 	}
 	v.MaxModelLen = limit
+	if v.Eligible != wasEligible || v.MaxModelLen != wasLimit {
+		r.gen++ // a waiting request's answer may change (steady)
+	}
 }
 
 // Expire fails every backend whose last message is older than the TTL at
@@ -119,13 +123,21 @@ func (r *Router) Expire(now time.Duration) {
 	if ttl <= 0 {
 		return
 	}
+	if now-r.expiryLow <= ttl {
+		return // every backend that has not failed was heard within the TTL
+	}
+	low := now
 	for b := range r.life {
 		l := &r.life[b]
 		if !l.failed && now-l.heard > ttl {
 			l.failed = true
 			r.update(l.heard+ttl, b)
 		}
+		if !l.failed {
+			low = min(low, l.heard)
+		}
 	}
+	r.expiryLow = low
 }
 
 // NextExpiry is when the next TTL runs out; ok is false when liveness is off
@@ -146,6 +158,7 @@ func (r *Router) NextExpiry() (at time.Duration, ok bool) {
 func (r *Router) heard(now time.Duration, b int, sig *telemetry.Signals) {
 	l := &r.life[b]
 	l.heard = now
+	r.expiryLow = min(r.expiryLow, now)
 	if l.failed {
 		// Back from the dead: what it learned of its limits may be stale.
 		l.failed = false

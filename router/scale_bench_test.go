@@ -12,12 +12,21 @@ import (
 
 // BenchmarkOnStats is one gateway stats message handled by a router replica
 // of a 1,000-backend fleet under pulsar-waw: with no request waiting (the
-// common case), and with 50 waiting at full backends, which a message from a
-// backend with a free slot asks again.
+// common case), and with 50 or 500 waiting at full backends, which a
+// message from a backend with a free slot may ask again; with liveness off,
+// and with the live router's heartbeat TTL.
 func BenchmarkOnStats(b *testing.B) {
 	const n = 1000
-	for _, waiting := range []int{0, 50} {
-		b.Run(fmt.Sprintf("backends=%d/waiting=%d", n, waiting), func(b *testing.B) {
+	for _, c := range []struct {
+		waiting int
+		ttl     time.Duration
+	}{{0, 0}, {50, 0}, {500, 0}, {50, DefaultLiveHeartbeatTTL}} {
+		waiting := c.waiting
+		name := fmt.Sprintf("backends=%d/waiting=%d", n, waiting)
+		if c.ttl > 0 {
+			name += "/ttl=" + c.ttl.String()
+		}
+		b.Run(name, func(b *testing.B) {
 			bs := make([]policy.Backend, n)
 			rb := make([]Backend, n)
 			for i := range n {
@@ -29,7 +38,7 @@ func BenchmarkOnStats(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			r, err := New(0, p, rb)
+			r, err := NewWith(0, p, rb, Config{HeartbeatTTL: c.ttl})
 			if err != nil {
 				b.Fatal(err)
 			}
