@@ -111,6 +111,7 @@ func (r *Router) update(at time.Duration, b int) {
 	if v.Eligible != wasEligible || v.MaxModelLen != wasLimit {
 		r.gen++ // a waiting request's answer may change (steady)
 	}
+	r.touch(b)
 }
 
 // Expire fails every backend whose last message is older than the TTL at
@@ -297,6 +298,7 @@ func (r *Router) hideIncapable(req *policy.Request, model string) []int {
 		for i := range r.views {
 			if r.views[i].Eligible && !Serves(r.models[i], model) {
 				r.views[i].Eligible = false
+				r.touch(i)
 				r.hidden = append(r.hidden, i)
 			}
 		}
@@ -323,6 +325,7 @@ func (r *Router) hideIncapable(req *policy.Request, model string) []int {
 	}
 	for _, b := range r.hidden[byModel:] {
 		r.views[b].Eligible = false
+		r.touch(b)
 	}
 	return r.hidden
 }

@@ -106,8 +106,10 @@ type Router struct {
 	waiters    []waiter
 	capAware   bool
 	hidden     []int // scratch: backends hidden from one pick by the capability filter
-	// watcher is the policy as a policy.Watcher, nil if it is not one.
+	// watcher is the policy as a policy.Watcher, nil if it is not one;
+	// tracker as a policy.Tracker, told of every change of a view (touch).
 	watcher policy.Watcher
+	tracker policy.Tracker
 	// gen counts the changes of any backend's eligibility, capacity, limit
 	// or models, of the membership, and of a slot freed other than by a
 	// stats message; tpsGen those of a MaxInputTPS. A waiter asked at
@@ -139,13 +141,24 @@ func NewWith(id int, pol policy.Policy, backends []Backend, cfg Config) (*Router
 		r.capAware = true
 	}
 	r.watcher, _ = pol.(policy.Watcher)
+	r.tracker, _ = pol.(policy.Tracker)
 	for _, b := range backends {
 		if err := r.check(b); err != nil {
 			return nil, err
 		}
 		r.append(0, b)
 	}
+	if r.tracker != nil {
+		r.tracker.Track(r.views)
+	}
 	return r, nil
+}
+
+// touch tells a policy.Tracker that view i changed.
+func (r *Router) touch(i int) {
+	if r.tracker != nil {
+		r.tracker.Touched(r.views, i)
+	}
 }
 
 func (r *Router) check(b Backend) error {
@@ -256,6 +269,9 @@ func (r *Router) Remove(now time.Duration, id BackendID, out []Outcome) ([]Outco
 // (policy.Membership) its new backends; from maps a backend's new position
 // to its old one (nil: none moved, any past the old end joined).
 func (r *Router) membershipChanged(from func(int) int) {
+	if r.tracker != nil {
+		defer r.tracker.Track(r.views)
+	}
 	m, ok := r.pol.(policy.Membership)
 	if !ok {
 		return
@@ -285,6 +301,7 @@ func (r *Router) Restarted(id BackendID) error {
 	}
 	r.lastSeq[p], r.dispatched[p], r.views[p].Pending = 0, 0, 0
 	r.gen++ // a slot may be free
+	r.touch(p)
 	return nil
 }
 
@@ -324,6 +341,7 @@ func (r *Router) SetEligible(id BackendID, ok bool) {
 	r.views[b].Eligible = ok && r.views[b].State == telemetry.Ready
 	if r.views[b].Eligible != was {
 		r.gen++
+		r.touch(b)
 	}
 }
 
@@ -366,6 +384,7 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 	}
 	for _, b := range hidden {
 		r.views[b].Eligible = true
+		r.touch(b)
 	}
 	// The router never sends to a backend that is not Ready, whatever the
 	// policy says.
@@ -381,6 +400,7 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 	case policy.Dispatch:
 		r.dispatched[d.Backend]++
 		r.views[d.Backend].Pending++
+		r.touch(d.Backend)
 		out.Backend = r.ids[d.Backend]
 	case policy.Wait:
 		if d.Backend < 0 || d.Backend >= len(r.views) {
@@ -425,6 +445,7 @@ func (r *Router) Undispatch(id BackendID) {
 		r.dispatched[backend]--
 		r.views[backend].Pending = max(r.views[backend].Pending-1, 0)
 		r.gen++ // a slot may be free
+		r.touch(backend)
 	}
 }
 
@@ -454,7 +475,7 @@ func (r *Router) OnStats(now time.Duration, st *gateway.Stats, out []Outcome) []
 		received = st.Received[r.id]
 	}
 	v.Pending = int(r.dispatched[b] - min(received, r.dispatched[b]))
-	r.heard(now, b, st.Signals)
+	r.heard(now, b, st.Signals) // touches b (update)
 	if len(r.waiters) == 0 || !v.Free() {
 		return out
 	}
