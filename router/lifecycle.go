@@ -294,7 +294,7 @@ func (r *Router) OnProbe(now time.Duration, id BackendID, rtt time.Duration) {
 // restore them.
 func (r *Router) hideIncapable(req *policy.Request, model string) []int {
 	r.hidden = r.hidden[:0]
-	if model != "" {
+	if model != "" && (!r.servedAll || r.servedGen != r.gen || r.servedModel != model) {
 		for i := range r.views {
 			if r.views[i].Eligible && !Serves(r.models[i], model) {
 				r.views[i].Eligible = false
@@ -302,9 +302,23 @@ func (r *Router) hideIncapable(req *policy.Request, model string) []int {
 				r.hidden = append(r.hidden, i)
 			}
 		}
+		// Until a backend's eligibility or models change (gen), a pick
+		// for this model need not look again.
+		r.servedAll, r.servedGen, r.servedModel = len(r.hidden) == 0, r.gen, model
 	}
 	if req.Tokens <= 0 || (!r.capAware && !r.cfg.Capability) {
 		return r.hidden
+	}
+	if !r.limitKnown || r.limitGen != r.gen {
+		r.minLimit, r.limitGen, r.limitKnown = 0, r.gen, true
+		for i := range r.views {
+			if l := r.views[i].MaxModelLen; l > 0 && (r.minLimit == 0 || l < r.minLimit) {
+				r.minLimit = l
+			}
+		}
+	}
+	if r.minLimit == 0 || req.Tokens <= r.minLimit {
+		return r.hidden // no backend's known limit is below the request
 	}
 	byModel := len(r.hidden)
 	fits := false

@@ -110,12 +110,22 @@ type Router struct {
 	// tracker as a policy.Tracker, told of every change of a view (touch).
 	watcher policy.Watcher
 	tracker policy.Tracker
+	// errorBlind: the policy never reads the error rates (policy.ErrorBlind),
+	// so a pick need not decay them first.
+	errorBlind bool
+	// What hideIncapable knows at generation gen: every backend serves
+	// servedModel (servedAll), and no known limit is below minLimit.
+	servedGen, limitGen   uint64
+	servedModel           string
+	servedAll, limitKnown bool
+	minLimit              int
 	// gen counts the changes of any backend's eligibility, capacity, limit
 	// or models, of the membership, and of a slot freed other than by a
 	// stats message; tpsGen those of a MaxInputTPS. A waiter asked at
 	// other generations is asked again (steady).
 	gen, tpsGen uint64
 	spare       [][]int       // watch lists of waiters gone, for reuse
+	scratch     waiter        // Route's request while it is decided
 	expiryLow   time.Duration // no backend that has not failed was heard before this (Expire)
 }
 
@@ -142,6 +152,7 @@ func NewWith(id int, pol policy.Policy, backends []Backend, cfg Config) (*Router
 	}
 	r.watcher, _ = pol.(policy.Watcher)
 	r.tracker, _ = pol.(policy.Tracker)
+	_, r.errorBlind = pol.(policy.ErrorBlind)
 	for _, b := range backends {
 		if err := r.check(b); err != nil {
 			return nil, err
@@ -350,7 +361,10 @@ func (r *Router) SetEligible(id BackendID, ok bool) {
 // later through OnStats, OnTimer, Add or Remove.
 func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 	r.Expire(now)
-	w := waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens}, model: q.Model}
+	// The router's own scratch waiter: a local one would escape to the
+	// heap through the policy, one allocation per request.
+	w := &r.scratch
+	*w = waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens}, model: q.Model}
 	if n := len(r.spare); n > 0 && r.watcher != nil {
 		w.watch, r.spare = r.spare[n-1], r.spare[:n-1]
 	}
@@ -362,10 +376,13 @@ func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 			}
 		}
 	}
-	d := r.decide(now, &w)
+	d := r.decide(now, w)
 	if d.Kind == policy.Wait {
-		r.waiters = append(r.waiters, w)
+		r.waiters = append(r.waiters, *w)
+	} else {
+		r.recycle(w)
 	}
+	*w = waiter{}
 	return d
 }
 
@@ -374,7 +391,9 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 	if len(r.views) == 0 { // every backend was removed
 		return Decision{Kind: policy.Reject, Backend: NoBackend, Reason: "no backends"}
 	}
-	r.refreshErrors(now)
+	if !r.errorBlind {
+		r.refreshErrors(now)
+	}
 	hidden := r.hideIncapable(&w.req, w.model)
 	d := r.pol.Pick(now, &w.req, r.views)
 	w.watched = false

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,9 +13,11 @@ import (
 	"github.com/stargate-llm/stargate/telemetry"
 )
 
-// opaque hides a policy's policy.Watcher, so that a router asks every
-// waiting request again on every free slot: the behaviour before steady
-// waits, against which TestSteadyMatchesFullRetry compares.
+// opaque hides a policy's policy.Watcher, policy.Tracker and
+// policy.ErrorBlind, so that a router asks every waiting request again on
+// every free slot and the policy scans every view: the behaviour before
+// steady waits and indexed picks, against which TestSteadyMatchesFullRetry
+// compares.
 type opaque struct{ policy.Policy }
 
 func (o opaque) SetBackends(bs []policy.Backend, from []int) {
@@ -30,20 +33,21 @@ func (o opaque) CapabilityAware() bool {
 
 // TestSteadyMatchesFullRetry: a router that asks again only the waiting
 // requests whose answer may have changed decides exactly as one that asks
-// every waiting request again, over random fleets and random sequences of
-// requests, stats (loads, capacities, measured TPS), timers, cancellations,
-// lost dispatches, restarts, drains, operator switches, limits, expiries and
-// membership changes.
+// every waiting request again, and a policy that picks over its index
+// (policy.Tracker) as one that scans, over random fleets and random
+// sequences of requests, stats (loads, capacities, measured TPS), timers,
+// cancellations, lost dispatches, restarts, drains, operator switches,
+// limits, models, expiries and membership changes.
 func TestSteadyMatchesFullRetry(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 7))
-	for trial := range 120 {
-		name := []string{"waw", "pulsar-waw", "pulsar-waw-tps"}[trial%3]
+	for trial := range 150 {
+		name := []string{"waw", "pulsar-waw", "pulsar-waw-tps", "least-request", "random"}[trial%5]
 		n := 2 + rng.IntN(40)
 		cfg := Config{}
 		if trial%4 == 1 {
 			cfg.HeartbeatTTL = 750 * time.Millisecond
 		}
-		if trial%5 == 2 {
+		if trial%3 == 2 {
 			cfg.Capability = true
 		}
 		t.Run(fmt.Sprintf("%d-%s-%d", trial, name, n), func(t *testing.T) {
@@ -61,12 +65,14 @@ func steadyTrial(t *testing.T, rng *rand.Rand, name string, n int, cfg Config) {
 		rb[i] = Backend{Name: bn, Capacity: 1 + rng.IntN(3)}
 	}
 	build := func(hide bool) *Router {
-		p, err := policy.NewRegistry().New(name, policy.DefaultParams(), bs, nil)
+		p, err := policy.NewRegistry().New(name, policy.DefaultParams(), bs, rand.New(rand.NewPCG(1, 2)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := p.(policy.Watcher); !ok {
-			t.Fatalf("%s is not a policy.Watcher: nothing to compare", name)
+		_, watcher := p.(policy.Watcher)
+		_, tracker := p.(policy.Tracker)
+		if !watcher && !tracker {
+			t.Fatalf("%s is neither a policy.Watcher nor a policy.Tracker: nothing to compare", name)
 		}
 		if hide {
 			p = opaque{p}
@@ -123,7 +129,7 @@ func steadyTrial(t *testing.T, rng *rand.Rand, name string, n int, cfg Config) {
 		case k < 30:
 			what = "route"
 			next++
-			q := Ask{Session: uint64(rng.IntN(40)) * 0x9e3779b97f4a7c15, Tokens: rng.IntN(3) * 3000}
+			q := Ask{Session: uint64(rng.IntN(40)) * 0x9e3779b97f4a7c15, Tokens: rng.IntN(3) * 3000, Model: []string{"", "", "m1", "m2"}[rng.IntN(4)]}
 			if rng.IntN(8) == 0 {
 				q.Exclude = []BackendID{id}
 			}
@@ -193,6 +199,10 @@ func steadyTrial(t *testing.T, rng *rand.Rand, name string, n int, cfg Config) {
 			} else {
 				_, _ = inc.Undrain(now, id), ref.Undrain(now, id)
 			}
+		case k < 97:
+			what = "models"
+			ms := [][]string{nil, {"m1"}, {"m1", "m2"}}[rng.IntN(3)]
+			_, _ = inc.SetModels(now, id, ms), ref.SetModels(now, id, ms)
 		case k < 98:
 			what = "limit"
 			res := Result{Kind: TooLong, Tokens: 3000 + rng.IntN(4000)}
@@ -241,6 +251,89 @@ func steadyTrial(t *testing.T, rng *rand.Rand, name string, n int, cfg Config) {
 			x.ErrorRate, y.ErrorRate = 0, 0 // decayed at each pick: fewer picks, other roundings
 			if x != y {
 				t.Fatalf("step %d (%s): view %d is %+v, full retry %+v", step, what, i, x, y)
+			}
+		}
+	}
+}
+
+// naiveHidden is what hideIncapable hides, by its definition, looking at
+// every backend.
+func naiveHidden(r *Router, tokens int, model string) []int {
+	elig := make([]bool, len(r.views))
+	var out []int
+	for i := range r.views {
+		elig[i] = r.views[i].Eligible
+		if model != "" && elig[i] && !Serves(r.models[i], model) {
+			elig[i] = false
+			out = append(out, i)
+		}
+	}
+	if tokens <= 0 || (!r.capAware && !r.cfg.Capability) {
+		return out
+	}
+	var over []int
+	fits := false
+	for i, v := range r.views {
+		if !elig[i] {
+			continue
+		}
+		if v.MaxModelLen > 0 && tokens > v.MaxModelLen {
+			over = append(over, i)
+		} else {
+			fits = true
+		}
+	}
+	if fits {
+		out = append(out, over...)
+	}
+	return out
+}
+
+// TestHideIncapableMatchesScan: the capability filter, which skips its scans
+// while no backend's eligibility, limit or models changed, hides exactly
+// what looking at every backend hides.
+func TestHideIncapableMatchesScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	for trial := range 40 {
+		n := 1 + rng.IntN(30)
+		rb := make([]Backend, n)
+		bs := make([]policy.Backend, n)
+		for i := range rb {
+			rb[i] = Backend{Name: fmt.Sprintf("b-%d", i), Capacity: 2}
+			bs[i] = policy.Backend{Name: rb[i].Name, Key: policy.KeyOf(rb[i].Name)}
+		}
+		p, err := policy.NewRegistry().New("waw", policy.DefaultParams(), bs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewWith(0, p, rb, Config{Capability: trial%4 != 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Duration(0)
+		for step := range 300 {
+			now += time.Millisecond
+			id := BackendID(rng.IntN(n))
+			switch rng.IntN(6) {
+			case 0:
+				_ = r.Advertise(now, id, []int{0, 4096, 8192}[rng.IntN(3)])
+			case 1:
+				_ = r.SetModels(now, id, [][]string{nil, {"m1"}, {"m1", "m2"}}[rng.IntN(3)])
+			case 2:
+				r.SetEligible(id, rng.IntN(3) > 0)
+			case 3:
+				r.OnResult(now, id, Result{Kind: TooLong, Tokens: 2000 + rng.IntN(8000)})
+			}
+			req := &policy.Request{Tokens: rng.IntN(4) * 3000, QueuedAt: -1}
+			model := []string{"", "m1", "m2"}[rng.IntN(3)]
+			want := naiveHidden(r, req.Tokens, model)
+			got := slices.Clone(r.hideIncapable(req, model))
+			for _, b := range got {
+				r.views[b].Eligible = true
+				r.touch(b)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("trial %d step %d (%d tokens, model %q): hid %v, want %v", trial, step, req.Tokens, model, got, want)
 			}
 		}
 	}
