@@ -205,10 +205,8 @@ func (r *Router) Undrain(now time.Duration, id BackendID) error {
 
 // Lookup returns the ID of the backend named name.
 func (r *Router) Lookup(name string) (BackendID, bool) {
-	for i, n := range r.names {
-		if n == name {
-			return r.ids[i], true
-		}
+	if id, ok := r.byName[name]; ok {
+		return id, true
 	}
 	return NoBackend, false
 }

@@ -102,6 +102,7 @@ type Router struct {
 	dispatched []uint64
 	life       []lifecycle
 	pos        map[BackendID]int
+	byName     map[string]BackendID // Lookup's index
 	nextID     BackendID
 	waiters    []waiter
 	capAware   bool
@@ -146,7 +147,7 @@ func NewWith(id int, pol policy.Policy, backends []Backend, cfg Config) (*Router
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("router %d: %w", id, err)
 	}
-	r := &Router{id: id, cfg: cfg, pol: pol, pos: make(map[BackendID]int, len(backends))}
+	r := &Router{id: id, cfg: cfg, pol: pol, pos: make(map[BackendID]int, len(backends)), byName: make(map[string]BackendID, len(backends))}
 	if ca, ok := pol.(policy.CapabilityAware); ok && ca.CapabilityAware() {
 		r.capAware = true
 	}
@@ -189,6 +190,9 @@ func (r *Router) append(now time.Duration, b Backend) BackendID {
 	r.gen++
 	r.expiryLow = min(r.expiryLow, now)
 	r.pos[id] = i
+	if _, dup := r.byName[b.Name]; !dup { // the first of two with one name, as Lookup found it
+		r.byName[b.Name] = id
+	}
 	r.ids = append(r.ids, id)
 	r.names = append(r.names, b.Name)
 	r.models = append(r.models, slices.Clone(b.Models))
@@ -256,6 +260,15 @@ func (r *Router) Remove(now time.Duration, id BackendID, out []Outcome) ([]Outco
 	}
 	r.gen++
 	delete(r.pos, id)
+	if name := r.names[p]; r.byName[name] == id {
+		delete(r.byName, name)
+		for i, n := range r.names { // another backend of that name, if any, is found now
+			if i != p && n == name {
+				r.byName[n] = r.ids[i]
+				break
+			}
+		}
+	}
 	r.ids = slices.Delete(r.ids, p, p+1)
 	r.names = slices.Delete(r.names, p, p+1)
 	r.models = slices.Delete(r.models, p, p+1)

@@ -92,8 +92,10 @@ func steadyTrial(t *testing.T, rng *rand.Rand, name string, n int, cfg Config) {
 		dispatched uint64
 	}
 	gws := map[BackendID]*gw{}
+	names := map[BackendID]string{}
 	for i := range n {
 		gws[BackendID(i)] = &gw{capacity: rb[i].Capacity, tps: 1000}
+		names[BackendID(i)] = rb[i].Name
 	}
 	var now time.Duration
 	var next uint64
@@ -230,10 +232,17 @@ func steadyTrial(t *testing.T, rng *rand.Rand, name string, n int, cfg Config) {
 				t.Fatalf("add: %v, ids %d and %d", err, ida, idb)
 			}
 			gws[ida] = &gw{capacity: nb.Capacity, tps: 1000}
+			names[ida] = bn
 		}
 		outcomes(step, what, a, b)
 		if inc.Waiting() != ref.Waiting() {
 			t.Fatalf("step %d (%s): %d waiting, full retry %d", step, what, inc.Waiting(), ref.Waiting())
+		}
+		for id, name := range names {
+			got, ok := inc.Lookup(name)
+			if member := slices.Contains(members(), id); ok != member || (ok && got != id) {
+				t.Fatalf("step %d (%s): Lookup(%q) = %d, %v; its ID is %d, a member: %v", step, what, name, got, ok, id, member)
+			}
 		}
 		if cfg.HeartbeatTTL > 0 {
 			// Expire scans only once some backend may have run out: it
