@@ -293,16 +293,22 @@ func (r *Router) OnProbe(now time.Duration, id BackendID, rtt time.Duration) {
 func (r *Router) hideIncapable(req *policy.Request, model string) []int {
 	r.hidden = r.hidden[:0]
 	if model != "" && (!r.servedAll || r.servedGen != r.gen || r.servedModel != model) {
+		all := true
 		for i := range r.views {
-			if r.views[i].Eligible && !Serves(r.models[i], model) {
+			if Serves(r.models[i], model) {
+				continue
+			}
+			all = false
+			if r.views[i].Eligible {
 				r.views[i].Eligible = false
 				r.touch(i)
 				r.hidden = append(r.hidden, i)
 			}
 		}
-		// Until a backend's eligibility or models change (gen), a pick
-		// for this model need not look again.
-		r.servedAll, r.servedGen, r.servedModel = len(r.hidden) == 0, r.gen, model
+		// Every backend, eligible or not, serves the model: until the
+		// models or the backends change (gen), a pick for it need not look
+		// again, whatever else hides backends for one pick.
+		r.servedAll, r.servedGen, r.servedModel = all, r.gen, model
 	}
 	if req.Tokens <= 0 || (!r.capAware && !r.cfg.Capability) {
 		return r.hidden
