@@ -27,7 +27,10 @@ func (p *RoundRobin) Pick(_ time.Duration, r *Request, views []View) Decision {
 }
 
 // Random picks uniformly among eligible backends.
-type Random struct{ rng *rand.Rand }
+type Random struct {
+	rng *rand.Rand
+	idx *minIndex // the eligible backends, once tracked (Tracker)
+}
 
 var _ Policy = (*Random)(nil)
 
@@ -36,6 +39,9 @@ func (*Random) Name() string { return "random" }
 
 // Pick implements Policy.
 func (p *Random) Pick(_ time.Duration, r *Request, views []View) Decision {
+	if p.idx.tracked(views) {
+		return p.pickIndexed(r)
+	}
 	strict := anyEligible(r, views)
 	n := 0
 	for i := range views {
@@ -59,7 +65,9 @@ func (p *Random) Pick(_ time.Duration, r *Request, views []View) Decision {
 }
 
 // LeastRequest picks the backend with the fewest outstanding requests.
-type LeastRequest struct{}
+type LeastRequest struct {
+	idx *minIndex // outstanding requests of the eligible backends, once tracked (Tracker)
+}
 
 var _ Policy = LeastRequest{}
 
@@ -67,7 +75,13 @@ var _ Policy = LeastRequest{}
 func (LeastRequest) Name() string { return "least-request" }
 
 // Pick implements Policy.
-func (LeastRequest) Pick(_ time.Duration, r *Request, views []View) Decision {
+func (p LeastRequest) Pick(_ time.Duration, r *Request, views []View) Decision {
+	if p.idx.tracked(views) {
+		if best := leastIndexed(p.idx, r); best >= 0 {
+			return dispatch(best)
+		}
+		return reject("no eligible backend")
+	}
 	strict := anyEligible(r, views)
 	best := -1
 	for i := range views {

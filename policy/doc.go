@@ -74,6 +74,17 @@
 // backends and keeps the one with fewer outstanding requests. None of them
 // waits.
 //
+// # Cost at scale
+//
+// Three optional interfaces let a router spend less per message and per pick
+// without changing a decision: Watcher (waw, pulsar-waw) names the backends
+// whose free slot would end a wait, so a router asks a waiting request again
+// only when one of them frees a slot or the backends' eligibility or weights
+// change; Tracker (least-request, random, waw's overflow) keeps a segment
+// tree over the eligible backends that the router keeps current, for picks
+// in O(log n); ErrorBlind (all but pressure) tells the router it need not
+// decay every backend's error rate before a pick.
+//
 // Every policy skips backends listed in Request.Exclude (those that already
 // refused this request) while any other backend is eligible. A router, live
 // or simulated, fills it when it retries before the first byte; a client's

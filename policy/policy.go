@@ -196,7 +196,7 @@ func NewRegistry() *Registry {
 	r := &Registry{factories: make(map[string]Factory)}
 	r.Register("round-robin", func(Params, []Backend, *rand.Rand) (Policy, error) { return &RoundRobin{}, nil })
 	r.Register("random", func(_ Params, _ []Backend, rng *rand.Rand) (Policy, error) { return &Random{rng: rng}, nil })
-	r.Register("least-request", func(Params, []Backend, *rand.Rand) (Policy, error) { return LeastRequest{}, nil })
+	r.Register("least-request", func(Params, []Backend, *rand.Rand) (Policy, error) { return &LeastRequest{}, nil })
 	r.Register("power-of-two", func(_ Params, _ []Backend, rng *rand.Rand) (Policy, error) { return &PowerOfTwo{rng: rng}, nil })
 	r.Register("waw", func(p Params, b []Backend, _ *rand.Rand) (Policy, error) { return NewWaW(p, b), nil })
 	r.Register("pulsar-waw", func(p Params, b []Backend, _ *rand.Rand) (Policy, error) { return NewPulsarWaW(p, b), nil })

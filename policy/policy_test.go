@@ -316,6 +316,9 @@ func BenchmarkPick(b *testing.B) {
 					vs[i].MaxInputTPS = float64(1000 + i)
 				}
 				vs[n/2].Active = 0
+				if tr, ok := p.(Tracker); ok {
+					tr.Track(vs) // as a router does (router.Router tells it every change)
+				}
 				r := &Request{QueuedAt: -1, Arrived: 0}
 				b.ReportAllocs()
 				cpu := cputime.Used()

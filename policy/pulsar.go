@@ -12,6 +12,7 @@ type PulsarWaW struct {
 	name   string
 	scores []float64 // scratch, one per view; reused across picks
 	bounds []float64 // scratch: each view's upper bound on its score
+	top    []float64 // scratch: Watch's highest scores
 }
 
 var _ Policy = (*PulsarWaW)(nil)

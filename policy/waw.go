@@ -10,6 +10,7 @@ import (
 type WaW struct {
 	p      Params
 	points []ringPoint // sorted by hash
+	idx    *minIndex   // utilizations of the eligible backends, once tracked (Tracker)
 }
 
 type ringPoint struct {
@@ -87,6 +88,9 @@ func (w *WaW) Pick(now time.Duration, r *Request, views []View) Decision {
 	}
 	if until := r.Arrived + w.p.AffinityWait; now < until && (r.QueuedAt == a || views[a].Queued < w.p.MaxQueued) {
 		return Decision{Kind: Wait, Backend: a, Until: until}
+	}
+	if w.idx.tracked(views) {
+		return dispatch(leastIndexed(w.idx, r))
 	}
 	best := -1
 	for i := range views {

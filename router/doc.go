@@ -8,8 +8,15 @@
 // looked idlest a moment ago.
 //
 // Requests a policy asks to wait stay in the router's queue, first come first
-// served. They are asked again when a stats message shows their backend with a
-// free slot, and when their deadline (the policy's Decision.Until) passes.
+// served. They are asked again when a stats message shows a free slot, and
+// when their deadline (the policy's Decision.Until) passes. Under a
+// policy.Watcher only those whose answer may have changed are asked (the
+// freed backend is one their wait watches, or a backend's eligibility,
+// weight, limit or models changed since); under a policy.Tracker the core
+// tells the policy of every change of a view, so it picks over an index
+// instead of scanning. Neither changes a decision; with them a stats message
+// and a pick cost the same at 20 backends and at 10,000 (pulsar-waw's and
+// pressure's own picks aside).
 //
 // Backends are named by a BackendID for their whole life; Add and Remove
 // change membership without touching any other backend's state (a policy

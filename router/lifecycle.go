@@ -96,6 +96,7 @@ func (l *lifecycle) effective(holds bool) telemetry.State {
 // that the router notices late).
 func (r *Router) update(at time.Duration, b int) {
 	l, v := &r.life[b], &r.views[b]
+	wasEligible, wasLimit := v.Eligible, v.MaxModelLen
 	st := l.effective(v.Active+v.Waiting+v.Pending > 0)
 	if st != l.state {
 		l.state, l.since = st, at
@@ -107,6 +108,10 @@ func (r *Router) update(at time.Duration, b int) {
 		limit = learned
 	}
 	v.MaxModelLen = limit
+	if v.Eligible != wasEligible || v.MaxModelLen != wasLimit {
+		r.gen++ // a waiting request's answer may change (steady)
+	}
+	r.touch(b)
 }
 
 // Expire fails every backend whose last message is older than the TTL at
@@ -119,13 +124,21 @@ func (r *Router) Expire(now time.Duration) {
 	if ttl <= 0 {
 		return
 	}
+	if now-r.expiryLow <= ttl {
+		return // every backend that has not failed was heard within the TTL
+	}
+	low := now
 	for b := range r.life {
 		l := &r.life[b]
 		if !l.failed && now-l.heard > ttl {
 			l.failed = true
 			r.update(l.heard+ttl, b)
 		}
+		if !l.failed {
+			low = min(low, l.heard)
+		}
 	}
+	r.expiryLow = low
 }
 
 // NextExpiry is when the next TTL runs out; ok is false when liveness is off
@@ -146,6 +159,7 @@ func (r *Router) NextExpiry() (at time.Duration, ok bool) {
 func (r *Router) heard(now time.Duration, b int, sig *telemetry.Signals) {
 	l := &r.life[b]
 	l.heard = now
+	r.expiryLow = min(r.expiryLow, now)
 	if l.failed {
 		// Back from the dead: what it learned of its limits may be stale.
 		l.failed = false
@@ -191,10 +205,8 @@ func (r *Router) Undrain(now time.Duration, id BackendID) error {
 
 // Lookup returns the ID of the backend named name.
 func (r *Router) Lookup(name string) (BackendID, bool) {
-	for i, n := range r.names {
-		if n == name {
-			return r.ids[i], true
-		}
+	if id, ok := r.byName[name]; ok {
+		return id, true
 	}
 	return NoBackend, false
 }
@@ -280,16 +292,37 @@ func (r *Router) OnProbe(now time.Duration, id BackendID, rtt time.Duration) {
 // restore them.
 func (r *Router) hideIncapable(req *policy.Request, model string) []int {
 	r.hidden = r.hidden[:0]
-	if model != "" {
+	if model != "" && (!r.servedAll || r.servedGen != r.gen || r.servedModel != model) {
+		all := true
 		for i := range r.views {
-			if r.views[i].Eligible && !Serves(r.models[i], model) {
+			if Serves(r.models[i], model) {
+				continue
+			}
+			all = false
+			if r.views[i].Eligible {
 				r.views[i].Eligible = false
+				r.touch(i)
 				r.hidden = append(r.hidden, i)
 			}
 		}
+		// Every backend, eligible or not, serves the model: until the
+		// models or the backends change (gen), a pick for it need not look
+		// again, whatever else hides backends for one pick.
+		r.servedAll, r.servedGen, r.servedModel = all, r.gen, model
 	}
 	if req.Tokens <= 0 || (!r.capAware && !r.cfg.Capability) {
 		return r.hidden
+	}
+	if !r.limitKnown || r.limitGen != r.gen {
+		r.minLimit, r.limitGen, r.limitKnown = 0, r.gen, true
+		for i := range r.views {
+			if l := r.views[i].MaxModelLen; l > 0 && (r.minLimit == 0 || l < r.minLimit) {
+				r.minLimit = l
+			}
+		}
+	}
+	if r.minLimit == 0 || req.Tokens <= r.minLimit {
+		return r.hidden // no backend's known limit is below the request
 	}
 	byModel := len(r.hidden)
 	fits := false
@@ -310,6 +343,7 @@ func (r *Router) hideIncapable(req *policy.Request, model string) []int {
 	}
 	for _, b := range r.hidden[byModel:] {
 		r.views[b].Eligible = false
+		r.touch(b)
 	}
 	return r.hidden
 }

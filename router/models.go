@@ -21,6 +21,9 @@ func (r *Router) SetModels(_ time.Duration, id BackendID, models []string) error
 	if !ok {
 		return ErrNoBackend
 	}
+	if !slices.Equal(r.models[p], models) {
+		r.gen++
+	}
 	r.models[p] = slices.Clone(models)
 	return nil
 }

@@ -18,6 +18,7 @@ func (r *Router) SetPools(of map[string]string) {
 	for name, pool := range of {
 		r.pools.of[name] = pool
 	}
+	r.gen++ // a waiting request may now fit elsewhere (steady)
 }
 
 // InPool reports whether backend id is in pool ("" takes every backend).
@@ -50,6 +51,7 @@ func (r *Router) hideOutsidePool(pool string) []int {
 	for i := range r.views {
 		if r.views[i].Eligible && r.pools.of[r.names[i]] != pool {
 			r.views[i].Eligible = false
+			r.touch(i)
 			r.pools.hidden = append(r.pools.hidden, i)
 		}
 	}

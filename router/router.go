@@ -86,6 +86,14 @@ type waiter struct {
 	until time.Duration
 	model string
 	pool  string
+	// What the wait depends on, under a policy.Watcher (see steady): the
+	// backends whose free slot would end it, the policy's own Until, and
+	// the router's generations of eligibility and weights it saw.
+	watched     bool
+	tps         bool
+	watch       []int
+	polUntil    time.Duration
+	gen, tpsGen uint64
 }
 
 // Router is one router replica.
@@ -103,11 +111,33 @@ type Router struct {
 	dispatched []uint64
 	life       []lifecycle
 	pos        map[BackendID]int
+	byName     map[string]BackendID // Lookup's index
 	nextID     BackendID
 	waiters    []waiter
 	capAware   bool
 	hidden     []int // scratch: backends hidden from one pick by the capability filter
 	pools      pools // backend name to pool (pools.go)
+	// watcher is the policy as a policy.Watcher, nil if it is not one;
+	// tracker as a policy.Tracker, told of every change of a view (touch).
+	watcher policy.Watcher
+	tracker policy.Tracker
+	// errorBlind: the policy never reads the error rates (policy.ErrorBlind),
+	// so a pick need not decay them first.
+	errorBlind bool
+	// What hideIncapable knows at generation gen: every backend serves
+	// servedModel (servedAll), and no known limit is below minLimit.
+	servedGen, limitGen   uint64
+	servedModel           string
+	servedAll, limitKnown bool
+	minLimit              int
+	// gen counts the changes of any backend's eligibility, capacity, limit
+	// or models, of the membership, and of a slot freed other than by a
+	// stats message; tpsGen those of a MaxInputTPS. A waiter asked at
+	// other generations is asked again (steady).
+	gen, tpsGen uint64
+	spare       [][]int       // watch lists of waiters gone, for reuse
+	scratch     waiter        // Route's request while it is decided
+	expiryLow   time.Duration // no backend that has not failed was heard before this (Expire)
 }
 
 // New returns router number id (its index in the gateways' Received counts)
@@ -127,17 +157,30 @@ func NewWith(id int, pol policy.Policy, backends []Backend, cfg Config) (*Router
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("router %d: %w", id, err)
 	}
-	r := &Router{id: id, cfg: cfg, pol: pol, pos: make(map[BackendID]int, len(backends))}
+	r := &Router{id: id, cfg: cfg, pol: pol, pos: make(map[BackendID]int, len(backends)), byName: make(map[string]BackendID, len(backends))}
 	if ca, ok := pol.(policy.CapabilityAware); ok && ca.CapabilityAware() {
 		r.capAware = true
 	}
+	r.watcher, _ = pol.(policy.Watcher)
+	r.tracker, _ = pol.(policy.Tracker)
+	_, r.errorBlind = pol.(policy.ErrorBlind)
 	for _, b := range backends {
 		if err := r.check(b); err != nil {
 			return nil, err
 		}
 		r.append(0, b)
 	}
+	if r.tracker != nil {
+		r.tracker.Track(r.views)
+	}
 	return r, nil
+}
+
+// touch tells a policy.Tracker that view i changed.
+func (r *Router) touch(i int) {
+	if r.tracker != nil {
+		r.tracker.Touched(r.views, i)
+	}
 }
 
 func (r *Router) check(b Backend) error {
@@ -154,7 +197,12 @@ func (r *Router) check(b Backend) error {
 func (r *Router) append(now time.Duration, b Backend) BackendID {
 	id, i := r.nextID, len(r.views)
 	r.nextID++
+	r.gen++
+	r.expiryLow = min(r.expiryLow, now)
 	r.pos[id] = i
+	if _, dup := r.byName[b.Name]; !dup { // the first of two with one name, as Lookup found it
+		r.byName[b.Name] = id
+	}
 	r.ids = append(r.ids, id)
 	r.names = append(r.names, b.Name)
 	r.models = append(r.models, slices.Clone(b.Models))
@@ -191,7 +239,7 @@ func (r *Router) Add(now time.Duration, b Backend, out []Outcome) (BackendID, []
 	}
 	id := r.append(now, b)
 	r.membershipChanged(nil)
-	return id, r.retry(now, false, out), nil
+	return id, r.retry(now, false, -1, out), nil
 }
 
 // Remove forgets backend id: its state goes with it, every other backend
@@ -220,7 +268,17 @@ func (r *Router) Remove(now time.Duration, id BackendID, out []Outcome) ([]Outco
 		}
 		w.req.Exclude = kept
 	}
+	r.gen++
 	delete(r.pos, id)
+	if name := r.names[p]; r.byName[name] == id {
+		delete(r.byName, name)
+		for i, n := range r.names { // another backend of that name, if any, is found now
+			if i != p && n == name {
+				r.byName[n] = r.ids[i]
+				break
+			}
+		}
+	}
 	r.ids = slices.Delete(r.ids, p, p+1)
 	r.names = slices.Delete(r.names, p, p+1)
 	r.models = slices.Delete(r.models, p, p+1)
@@ -238,13 +296,16 @@ func (r *Router) Remove(now time.Duration, id BackendID, out []Outcome) ([]Outco
 		}
 		return i
 	})
-	return r.retry(now, false, out), nil
+	return r.retry(now, false, -1, out), nil
 }
 
 // membershipChanged tells a policy with per-backend state
 // (policy.Membership) its new backends; from maps a backend's new position
 // to its old one (nil: none moved, any past the old end joined).
 func (r *Router) membershipChanged(from func(int) int) {
+	if r.tracker != nil {
+		defer r.tracker.Track(r.views)
+	}
 	m, ok := r.pol.(policy.Membership)
 	if !ok {
 		return
@@ -273,6 +334,8 @@ func (r *Router) Restarted(id BackendID) error {
 		return fmt.Errorf("%w: %d", ErrNoBackend, id)
 	}
 	r.lastSeq[p], r.dispatched[p], r.views[p].Pending = 0, 0, 0
+	r.gen++ // a slot may be free
+	r.touch(p)
 	return nil
 }
 
@@ -308,7 +371,12 @@ func (r *Router) SetEligible(id BackendID, ok bool) {
 		return
 	}
 	r.life[b].adminOK = ok
+	was := r.views[b].Eligible
 	r.views[b].Eligible = ok && r.views[b].State == telemetry.Ready
+	if r.views[b].Eligible != was {
+		r.gen++
+		r.touch(b)
+	}
 }
 
 // Route places a request arriving now; it is the router's one entry point
@@ -316,7 +384,13 @@ func (r *Router) SetEligible(id BackendID, ok bool) {
 // later through OnStats, OnTimer, Add or Remove.
 func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 	r.Expire(now)
-	w := waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens}, model: q.Model, pool: q.Pool}
+	// The router's own scratch waiter: a local one would escape to the
+	// heap through the policy, one allocation per request.
+	w := &r.scratch
+	*w = waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens}, model: q.Model, pool: q.Pool}
+	if n := len(r.spare); n > 0 && r.watcher != nil {
+		w.watch, r.spare = r.spare[n-1], r.spare[:n-1]
+	}
 	if len(q.Exclude) > 0 {
 		w.req.Exclude = make([]int, 0, len(q.Exclude))
 		for _, x := range q.Exclude {
@@ -326,10 +400,13 @@ func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 		}
 	}
 	w.req.Blocks, w.req.BlockTokens = q.Blocks, q.BlockTokens
-	d := r.decide(now, &w)
+	d := r.decide(now, w)
 	if d.Kind == policy.Wait {
-		r.waiters = append(r.waiters, w)
+		r.waiters = append(r.waiters, *w)
+	} else {
+		r.recycle(w)
 	}
+	*w = waiter{}
 	return d
 }
 
@@ -338,15 +415,24 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 	if len(r.views) == 0 { // every backend was removed
 		return Decision{Kind: policy.Reject, Backend: NoBackend, Reason: "no backends"}
 	}
-	r.refreshErrors(now)
+	if !r.errorBlind {
+		r.refreshErrors(now)
+	}
 	outside := r.hideOutsidePool(w.pool)
 	hidden := r.hideIncapable(&w.req, w.model)
 	d := r.pol.Pick(now, &w.req, r.views)
+	w.watched = false
+	if d.Kind == policy.Wait && r.watcher != nil {
+		w.watch, w.tps = r.watcher.Watch(now, &w.req, r.views, d, w.watch[:0])
+		w.watched, w.polUntil, w.gen, w.tpsGen = true, d.Until, r.gen, r.tpsGen
+	}
 	for _, b := range hidden {
 		r.views[b].Eligible = true
+		r.touch(b)
 	}
 	for _, b := range outside {
 		r.views[b].Eligible = true
+		r.touch(b)
 	}
 	// The router never sends to a backend that is not Ready, whatever the
 	// policy says.
@@ -362,6 +448,7 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 	case policy.Dispatch:
 		r.dispatched[d.Backend]++
 		r.views[d.Backend].Pending++
+		r.touch(d.Backend)
 		out.Backend = r.ids[d.Backend]
 	case policy.Wait:
 		if d.Backend < 0 || d.Backend >= len(r.views) {
@@ -405,13 +492,17 @@ func (r *Router) Undispatch(id BackendID) {
 	if ok && r.dispatched[backend] > 0 {
 		r.dispatched[backend]--
 		r.views[backend].Pending = max(r.views[backend].Pending-1, 0)
+		r.gen++ // a slot may be free
+		r.touch(backend)
 	}
 }
 
 // OnStats applies a gateway's stats; st.Backend is the backend's ID at this
 // router. If the backend now has a free slot, the
 // waiting requests are asked again, oldest first; the decided ones are
-// appended to out.
+// appended to out. Under a policy.Watcher, a request whose answer cannot
+// have changed (see steady) is not asked: the outcome is the same, at a
+// cost that does not grow with the fleet.
 func (r *Router) OnStats(now time.Duration, st *gateway.Stats, out []Outcome) []Outcome {
 	b, ok := r.position(BackendID(st.Backend))
 	if st.Backend < 0 || !ok || st.Seq <= r.lastSeq[b] {
@@ -420,17 +511,23 @@ func (r *Router) OnStats(now time.Duration, st *gateway.Stats, out []Outcome) []
 	r.Expire(now)
 	r.lastSeq[b] = st.Seq
 	v := &r.views[b]
+	if c := max(st.Capacity, 1); c != v.Capacity {
+		r.gen++
+	}
+	if st.MaxInputTPS != v.MaxInputTPS {
+		r.tpsGen++
+	}
 	v.Capacity, v.Active, v.Waiting, v.MaxInputTPS = max(st.Capacity, 1), st.Active, st.Waiting, st.MaxInputTPS
 	var received uint64
 	if r.id < len(st.Received) {
 		received = st.Received[r.id]
 	}
 	v.Pending = int(r.dispatched[b] - min(received, r.dispatched[b]))
-	r.heard(now, b, st.Signals)
+	r.heard(now, b, st.Signals) // touches b (update)
 	if len(r.waiters) == 0 || !v.Free() {
 		return out
 	}
-	return r.retry(now, false, out)
+	return r.retry(now, false, b, out)
 }
 
 // NextTimer is the earliest waiting deadline; ok is false with no waiters.
@@ -447,14 +544,17 @@ func (r *Router) NextTimer() (at time.Duration, ok bool) {
 // failing the backends whose heartbeat is older than the TTL.
 func (r *Router) OnTimer(now time.Duration, out []Outcome) []Outcome {
 	r.Expire(now)
-	return r.retry(now, true, out)
+	return r.retry(now, true, -1, out)
 }
 
-func (r *Router) retry(now time.Duration, dueOnly bool, out []Outcome) []Outcome {
+// retry asks the waiting requests again, oldest first: with dueOnly those
+// whose deadline has passed, else all of them but those steady on backend
+// freed's free slot (-1: none is steady).
+func (r *Router) retry(now time.Duration, dueOnly bool, freed int, out []Outcome) []Outcome {
 	kept := r.waiters[:0]
 	for i := range r.waiters {
 		w := &r.waiters[i] // in place: a copy would escape to the heap through the policy
-		if dueOnly && w.until > now {
+		if (dueOnly && w.until > now) || (!dueOnly && r.steady(now, w, freed)) {
 			kept = append(kept, *w)
 			continue
 		}
@@ -464,6 +564,7 @@ func (r *Router) retry(now time.Duration, dueOnly bool, out []Outcome) []Outcome
 			continue
 		}
 		out = append(out, Outcome{ID: w.id, Decision: d})
+		r.recycle(w)
 	}
 	clear(r.waiters[len(kept):])
 	r.waiters = kept
@@ -477,9 +578,34 @@ func (r *Router) Cancel(id uint64) bool {
 			if w.req.QueuedAt >= 0 {
 				r.views[w.req.QueuedAt].Queued--
 			}
+			r.recycle(&r.waiters[i])
 			r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
 			return true
 		}
 	}
 	return false
+}
+
+// steady reports whether asking waiting request w again at now, after
+// backend freed showed a free slot, would certainly give the answer it got
+// last time: its policy is a policy.Watcher; no backend's eligibility,
+// weight, limit or models changed since, nor the membership, nor did a
+// slot free up but by a stats message; the policy's Until is at least 1 ms
+// away (so the deadline the router keeps would not move either); and freed
+// is not a backend the wait watches. Every other backend the wait watches
+// was full when it was decided and can only have freed a slot by a stats
+// message, which asked it again then.
+func (r *Router) steady(now time.Duration, w *waiter, freed int) bool {
+	if !w.watched || freed < 0 || w.gen != r.gen || (w.tps && w.tpsGen != r.tpsGen) || now+time.Millisecond > w.polUntil {
+		return false
+	}
+	return !slices.Contains(w.watch, freed) || !r.views[freed].Free()
+}
+
+// recycle keeps the watch list of a waiter that leaves, for the next one.
+func (r *Router) recycle(w *waiter) {
+	if w.watch != nil {
+		r.spare = append(r.spare, w.watch[:0])
+		w.watch = nil
+	}
 }
