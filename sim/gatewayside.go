@@ -1,0 +1,237 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/stargate-llm/stargate/client"
+	"github.com/stargate-llm/stargate/cluster"
+	"github.com/stargate-llm/stargate/engine"
+	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/telemetry"
+)
+
+type backendState struct {
+	spec BackendSpec
+	gw   *gateway.Gateway
+	cl   *cluster.Backend
+	// capped are the workers as the picker sees them when the gateway's
+	// slots per worker are fewer than the engine's sequences (nil otherwise).
+	capped      []cappedWorker
+	workerTimer int // timer id of worker 0; worker w is workerTimer+w
+	statsTimer  int
+
+	fault    faultState
+	ttft     telemetry.Window
+	errs     telemetry.ErrorRate
+	lastBusy []time.Duration
+	fellBack bool
+	gpus     []telemetry.GPUValues // scratch
+}
+
+func (s *simulation) gatewayArrive(id uint64) {
+	a := s.attempts.get(id)
+	if a == nil {
+		return
+	}
+	bs := s.backends[a.backend]
+	a.gwAt = s.now
+	if s.faulted(a) {
+		return
+	}
+	d, _ := bs.gw.Offer(s.now, gateway.Request{ID: id, Router: a.router, PromptTokens: a.sess.prompt.PromptTokens})
+	defer s.markStats(a.backend)
+	if a.done { // timed out on the way: the gateway sees it arrive and leave
+		if d != gateway.Reject {
+			_, s.admitted = bs.gw.Cancel(s.now, id, s.admitted[:0])
+			s.submitAll(a.backend)
+		}
+		s.attempts.del(id)
+		return
+	}
+	switch d {
+	case gateway.Admit:
+		a.place = atGateway
+		s.admitted = s.admitted[:0]
+		s.submit(a.backend, a)
+		s.submitAll(a.backend)
+	case gateway.Queue:
+		a.place = atGateway
+	default:
+		s.refuse(a, client.Rejected, false)
+	}
+}
+
+// refuse sends an attempt that backend a.backend refused or dropped before
+// its first byte back to its router, which may place it again
+// (routerRefused); neverSent marks a refused connection.
+func (s *simulation) refuse(a *attempt, f client.Failure, neverSent bool) {
+	b := a.backend
+	a.place = toRouter
+	e := event{at: s.now + s.toRouter(a, b), kind: evRouterRefused, id: a.id, b: int32(f)}
+	if neverSent {
+		e.a = 1
+	}
+	s.q.push(e)
+}
+
+// submit hands an admitted attempt to the engine.
+func (s *simulation) submit(b int, a *attempt) {
+	bs := s.backends[b]
+	cacheKey := a.sess.key
+	if a.sess.fresh {
+		cacheKey = 0 // nothing to reuse, and nothing worth keeping
+	}
+	r := engine.Request{ID: a.id, Session: cacheKey,
+		PromptTokens: a.sess.prompt.PromptTokens, OutputTokens: a.sess.prompt.OutputTokens}
+	if req := a.sess.req; req != nil {
+		r.Session = 0 // no session cache: blocks, if the request names them
+		if len(req.BlockHashes) > 0 {
+			r.BlockHashes, r.BlockSize = req.BlockHashes, s.cfg.BlockSize
+		}
+	}
+	if s.closed != nil && s.now >= s.cfg.Warmup {
+		q := (s.now - a.gwAt).Seconds()
+		s.queueS = append(s.queueS, q)
+		s.queueSum += q
+	}
+	w, err := s.place(bs, r)
+	if err != nil {
+		// The engine can never hold it: fail the attempt at the gateway. Its
+		// slot may admit a queued request, which the caller's submitAll takes.
+		_, s.admitted = bs.gw.Cancel(s.now, a.id, s.admitted)
+		a.place = responding
+		s.q.push(event{at: s.now + s.back(a, b), kind: evClientError, id: a.id, b: int32(client.Errored)})
+		return
+	}
+	s.scheduleWorker(b, w)
+}
+
+// cappedWorker is an engine worker as the picker sees it behind a gateway
+// that lets each worker hold at most limit requests, as the live gateway's
+// per-worker slots (gateway.Slots, MaxInflightPerWorker) do.
+type cappedWorker struct {
+	*engine.Worker
+	limit int
+}
+
+func (w cappedWorker) SeqLimit() int { return w.limit }
+
+// place picks a worker of bs for r and submits it there. Behind per-worker
+// slots the picker keeps each worker within its slots: the gateway admits at
+// most slots x workers requests, so a worker with a free slot exists (but for
+// the end of the step in which a cancelled request leaves its engine).
+func (s *simulation) place(bs *backendState, r engine.Request) (int, error) {
+	if bs.capped == nil {
+		return bs.cl.Submit(s.now, r)
+	}
+	w := cluster.Pick(s.now, &r, bs.capped)
+	if err := bs.cl.Worker(w).Submit(s.now, r); err != nil {
+		return -1, err
+	}
+	return w, nil
+}
+
+// submitAll submits the requests the gateway just admitted from its queue,
+// and those that the slots freed on the way admit in turn.
+func (s *simulation) submitAll(b int) {
+	for len(s.admitted) > 0 {
+		// Two buffers in turn: submitting may admit more into the other.
+		s.batch, s.admitted = s.admitted, s.batch[:0]
+		for _, r := range s.batch {
+			if a := s.attempts.get(r.ID); a != nil {
+				s.submit(b, a)
+			} else {
+				_, s.admitted = s.backends[b].gw.Cancel(s.now, r.ID, s.admitted)
+			}
+		}
+	}
+}
+
+func (s *simulation) scheduleWorker(b, w int) {
+	bs := s.backends[b]
+	if bs.fault.dead || bs.fault.hung {
+		return
+	}
+	id := bs.workerTimer + w
+	at, ok := bs.cl.Worker(w).NextEventAt()
+	if !ok {
+		s.timers.remove(id)
+		return
+	}
+	if cur, pending := s.timers.pending(id); pending && cur.at == at {
+		return
+	}
+	e := event{at: at, kind: evWorker, a: int32(b), b: int32(w)}
+	s.q.stamp(&e)
+	s.timers.set(id, e)
+}
+
+func (s *simulation) workerStep(b, w int) error {
+	bs := s.backends[b]
+	s.engineOut = bs.cl.Worker(w).Advance(s.now, s.engineOut[:0])
+	for _, ev := range s.engineOut {
+		a := s.attempts.get(ev.ID)
+		if a == nil {
+			return fmt.Errorf("sim: engine reported unknown request %d", ev.ID)
+		}
+		switch ev.Kind {
+		case engine.FirstToken:
+			a.streaming = true
+			s.q.push(event{at: s.now + s.back(a, b), kind: evClientFirstToken, id: a.id})
+			if s.track {
+				bs.ttft.Add(s.now, (s.now - a.gwAt).Seconds())
+				bs.errs.Observe(s.now, false)
+			}
+		case engine.Finished:
+			a.cached, a.output, a.place, a.preempt = ev.CachedTokens, ev.OutputTokens, responding, ev.Preemptions
+			s.admitted = bs.gw.Finish(s.now, ev.ID, ev.PromptTokens, s.admitted[:0])
+			s.submitAll(b)
+			s.q.push(event{at: s.now + s.back(a, b), kind: evClientDone, id: a.id})
+			s.markStats(b)
+		}
+	}
+	s.scheduleWorker(b, w)
+	return nil
+}
+
+// cancelAttempt withdraws a timed-out attempt from wherever it is.
+func (s *simulation) cancelAttempt(a *attempt) {
+	switch a.place {
+	case atRouter:
+		s.routers[a.router].subs[a.pool].Cancel(a.id)
+		s.scheduleRouterTimer(a.router)
+	case atGateway:
+		bs := s.backends[a.backend]
+		if bs.fault.dead || bs.fault.hung {
+			break // nothing there answers
+		}
+		var wasActive bool
+		wasActive, s.admitted = bs.gw.Cancel(s.now, a.id, s.admitted[:0])
+		if wasActive {
+			for w := range bs.cl.Len() {
+				if bs.cl.Worker(w).Cancel(s.now, a.id) {
+					s.scheduleWorker(a.backend, w)
+					break
+				}
+			}
+		}
+		s.submitAll(a.backend)
+		s.markStats(a.backend)
+	}
+	// toRouter and toGateway: the arrival handlers see a.done and let it go.
+}
+
+func (s *simulation) markStats(b int) {
+	bs := s.backends[b]
+	if bs.fault.dead || bs.fault.hung {
+		return
+	}
+	at := max(bs.gw.NextStatsAt(), s.now)
+	if cur, pending := s.timers.pending(bs.statsTimer); pending && cur.at <= at {
+		return
+	}
+	e := event{at: at, kind: evStatsEmit, a: int32(b)}
+	s.q.stamp(&e)
+	s.timers.set(bs.statsTimer, e)
+}
