@@ -135,7 +135,6 @@ func (s *simulation) failAttempt(a *attempt, f client.Failure) {
 	}
 	s.coll.Add(ss.turn.Record)
 	s.endSession(ss) // a turn that fails after all its attempts ends its session
-	s.requestEnded(ss)
 }
 
 func (s *simulation) endAttempt(a *attempt) {
@@ -149,20 +148,15 @@ func (s *simulation) endTurn(ss *session) {
 	s.coll.Add(ss.turn.Record)
 	if ss.ws == nil { // one request of a trace or a class's open loop
 		s.endSession(ss)
-		s.requestEnded(ss)
 		return
 	}
 	s.q.push(event{at: s.now + ss.ws.ThinkTime(), kind: evTurnStart, id: ss.id})
 }
 
-// endSession removes a session; an open-loop one is a turn that ended. A
-// closed-loop client starts its next session after a think time.
+// endSession removes a session (one of a class's or a trace's requests is a
+// turn that ended) and tells the arrival source (a closed-loop client starts
+// its next session after a think time).
 func (s *simulation) endSession(ss *session) {
 	s.sessions.del(ss.id)
-	if ss.measured {
-		s.live--
-	}
-	if ss.client > 0 {
-		s.q.push(event{at: s.now + ss.ws.ThinkTime(), kind: evSessionArrive, id: ss.client})
-	}
+	s.src.ended(s, ss)
 }

@@ -100,4 +100,17 @@
 // warm-up out. With Config.Pools each router replica holds one router core
 // per pool; a request goes to the pool of smallest MaxTokens that holds its
 // total tokens, or fails at once as too long (no retry).
+//
+// # Code layout
+//
+// sim.go holds the run: the simulation's state, the event loop and the
+// dispatch of each event kind (events.go: kinds and their typed fields;
+// queue.go and timers.go: the event heap and per-entity timers). The
+// arrival modes are types behind one interface (arrivals.go: source, with
+// poissonSessions, closedLoop, classLoop and traceReplay). attempt.go is the
+// client side (sessions, turns, attempts and their ends), routerside.go the
+// router replicas (placement, retries before the first byte), gatewayside.go
+// the gateways and engines (admission, slots, engine steps), stats.go the
+// stats messages between them, telemetry.go and faults.go the signals and
+// injected faults, result.go what a run reports.
 package sim

@@ -68,11 +68,7 @@ func (s *simulation) gatewayArrive(id uint64) {
 func (s *simulation) refuse(a *attempt, f client.Failure, neverSent bool) {
 	b := a.backend
 	a.place = toRouter
-	e := event{at: s.now + s.toRouter(a, b), kind: evRouterRefused, id: a.id, b: int32(f)}
-	if neverSent {
-		e.a = 1
-	}
-	s.q.push(e)
+	s.q.push(refusedEvent(s.now+s.toRouter(a, b), a.id, f, neverSent))
 }
 
 // submit hands an admitted attempt to the engine.
@@ -90,10 +86,8 @@ func (s *simulation) submit(b int, a *attempt) {
 			r.BlockHashes, r.BlockSize = req.BlockHashes, s.cfg.BlockSize
 		}
 	}
-	if s.closed != nil && s.now >= s.cfg.Warmup {
-		q := (s.now - a.gwAt).Seconds()
-		s.queueS = append(s.queueS, q)
-		s.queueSum += q
+	if s.observer != nil {
+		s.observer.admitted(s, a)
 	}
 	w, err := s.place(bs, r)
 	if err != nil {
@@ -101,7 +95,7 @@ func (s *simulation) submit(b int, a *attempt) {
 		// slot may admit a queued request, which the caller's submitAll takes.
 		_, s.admitted = bs.gw.Cancel(s.now, a.id, s.admitted)
 		a.place = responding
-		s.q.push(event{at: s.now + s.back(a, b), kind: evClientError, id: a.id, b: int32(client.Errored)})
+		s.q.push(clientError(s.now+s.back(a, b), a.id, client.Errored))
 		return
 	}
 	s.scheduleWorker(b, w)
@@ -162,7 +156,7 @@ func (s *simulation) scheduleWorker(b, w int) {
 	if cur, pending := s.timers.pending(id); pending && cur.at == at {
 		return
 	}
-	e := event{at: at, kind: evWorker, a: int32(b), b: int32(w)}
+	e := workerEvent(at, b, w)
 	s.q.stamp(&e)
 	s.timers.set(id, e)
 }
@@ -231,7 +225,7 @@ func (s *simulation) markStats(b int) {
 	if cur, pending := s.timers.pending(bs.statsTimer); pending && cur.at <= at {
 		return
 	}
-	e := event{at: at, kind: evStatsEmit, a: int32(b)}
+	e := statsEmitEvent(at, b)
 	s.q.stamp(&e)
 	s.timers.set(bs.statsTimer, e)
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"slices"
 	"time"
 
 	"github.com/stargate-llm/stargate/engine"
@@ -156,19 +155,12 @@ func (s *simulation) result() *Result {
 	})
 	res := &Result{Summary: s.coll.Summary(), Events: s.events}
 	per := s.coll.PerBackend(len(s.backends))
-	// Engine figures cover the run; an open-loop run's cover the measured
-	// part only, from the end of the warm-up to the end of the drain.
-	from, to := time.Duration(0), s.end
-	if s.open {
-		from, to = min(s.cfg.Warmup, s.stoppedAt), s.stoppedAt
-		res.Open = &OpenResult{Sent: s.nextSent(), EndS: s.stoppedAt.Seconds()}
-	}
-	if s.closed != nil {
-		from = s.cfg.Warmup
-	}
+	// Engine figures cover the span the arrival source names: the run, its
+	// measured window (closed loop), or the measured part up to the end of
+	// the drain (trace).
+	from, to := s.src.window(s)
 	span := (to - from).Seconds()
-	var steps int64
-	var allBusy time.Duration
+	var fleet engine.Totals
 	for b, bs := range s.backends {
 		var sum engine.Totals
 		for w := range bs.cl.Len() {
@@ -179,8 +171,7 @@ func (s *simulation) result() *Result {
 			}
 			sum = sum.Plus(t)
 		}
-		steps += sum.Steps
-		allBusy += sum.BusyTime
+		fleet = fleet.Plus(sum)
 		st := bs.gw.TakeStats(s.end)
 		var received uint64
 		for _, n := range st.Received {
@@ -200,18 +191,7 @@ func (s *simulation) result() *Result {
 		res.Records = s.coll.Records()
 		res.Unfinished = s.coll.UnfinishedRecords()
 	}
-	if cr := s.closed; cr != nil {
-		cr.Admitted, cr.Steps = len(s.queueS), steps
-		if cr.Admitted > 0 {
-			cr.GatewayQueueMeanS = s.queueSum / float64(cr.Admitted)
-			slices.Sort(s.queueS)
-			cr.GatewayQueueP95S = metrics.Percentile(s.queueS, 0.95)
-		}
-		if steps > 0 {
-			cr.MeanStepS = allBusy.Seconds() / float64(steps)
-		}
-		res.Closed = cr
-	}
+	s.src.report(s, res, fleet)
 	res.Dispatches, res.Marks = s.dispatches, s.marks
 	if s.track {
 		for _, rs := range s.routers {

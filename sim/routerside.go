@@ -107,7 +107,7 @@ func (s *simulation) apply(a *attempt, d policy.Decision) {
 			return
 		}
 		a.place = responding
-		s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(client.Rejected)})
+		s.q.push(clientError(s.now+s.cfg.ClientLatency, a.id, client.Rejected))
 	}
 }
 
@@ -174,7 +174,7 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 // giveUp answers the client of an attempt with its last refusal.
 func (s *simulation) giveUp(a *attempt) {
 	a.place = responding
-	s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(a.refusal)})
+	s.q.push(clientError(s.now+s.cfg.ClientLatency, a.id, a.refusal))
 }
 
 func (s *simulation) scheduleRouterTimer(ri int) {
@@ -193,7 +193,7 @@ func (s *simulation) scheduleRouterTimer(ri int) {
 	if cur, pending := s.timers.pending(rs.timer); pending && cur.at <= at {
 		return
 	}
-	e := event{at: at, kind: evRouterTimer, a: int32(ri)}
+	e := routerTimerEvent(at, ri)
 	s.q.stamp(&e)
 	s.timers.set(rs.timer, e)
 }

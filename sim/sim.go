@@ -15,7 +15,6 @@ import (
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/router"
-	"github.com/stargate-llm/stargate/workload"
 )
 
 // Random streams: each subsystem draws from generators seeded by subSeed(seed,
@@ -48,16 +47,6 @@ type simulation struct {
 	routers  []*routerState
 	byRegion [][]int // router indices per region
 	regions  []int   // regions with routers
-	arrivals *workload.Arrivals
-	// stream and pending: a class's open loop and its next request.
-	stream     *workload.Stream
-	pending    workload.Request
-	clientSeed uint64
-	lead       time.Duration // the class's Lead: its time zero on our clock
-	// busy counts the turns in flight per conversation of a class whose
-	// turns follow each other, and held keeps the turns that wait for them.
-	busy     map[uint64]int
-	held     map[uint64][]workload.Request
 	rng      *rand.Rand
 	sessions table[session]
 	nextSess uint64
@@ -96,21 +85,16 @@ type simulation struct {
 	// no model).
 	models []string
 
-	// Open loop (Config.Requests): the next request to arrive, the measured
-	// turns not yet ended, when arrivals stop, and the workers' totals at the end
-	// of the warm-up (for figures over the measured part only).
-	open        bool
-	nextReq     int
-	live        int
-	arrivalsEnd time.Duration
-	stoppedAt   time.Duration
-	warm        [][]engine.Totals
+	// src is where turns come from; observer, if set, hears of admissions
+	// and completions (a closed loop).
+	src      source
+	observer turnObserver
+	// stoppedAt is when the run stopped (a trace drains early); warm holds
+	// the workers' totals at the end of the warm-up, for figures over the
+	// measured part only.
+	stoppedAt time.Duration
+	warm      [][]engine.Totals
 
-	// Closed loop (Config.Clients): what the run adds to its result, and the
-	// gateway queue times of the window's admissions.
-	closed     *ClosedResult
-	queueS     []float64
-	queueSum   float64
 	track      bool // telemetry on: reports, probes, results to routers
 	faultRng   *rand.Rand
 	dispatches []Dispatch
@@ -145,7 +129,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 	if cfg.Class != nil {
 		lead = cfg.Class.Lead
 	}
-	s := &simulation{cfg: cfg, end: lead + cfg.Warmup + cfg.Measure + cfg.Cooldown, lead: lead,
+	s := &simulation{cfg: cfg, end: lead + cfg.Warmup + cfg.Measure + cfg.Cooldown,
 		rng:         rand.New(rand.NewPCG(subSeed(cfg.Seed, streamArrivals), 0)),
 		sessionSeed: subSeed(cfg.Seed, streamSessions),
 		// A hint only: capped so that a long window does not allocate up front.
@@ -154,28 +138,12 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 	if cfg.Cooldown > 0 {
 		s.coll.SampleStarts()
 	}
-	if cfg.Requests != nil {
-		s.open, s.arrivalsEnd = true, s.end
-		s.coll.SampleStarts()
-		// Every measured turn ends within its attempts' timeouts and backoffs.
-		c := cfg.Client
-		s.end += time.Duration(c.MaxAttempts)*(c.AttemptTimeout+time.Duration(c.MaxAttempts)*c.RetryBackoff) + time.Second
-	} else if cfg.Class != nil {
-		st, err := cfg.Class.Stream(cfg.RPS, subSeed(cfg.Seed, streamClass))
-		if err != nil {
-			return nil, fmt.Errorf("sim: %w", err)
-		}
-		s.stream, s.pending, s.clientSeed = st, st.Next(), subSeed(cfg.Seed, streamClients)
-		s.busy, s.held = map[uint64]int{}, map[uint64][]workload.Request{}
-	} else if cfg.Clients > 0 {
-		s.closed = &ClosedResult{Clients: cfg.Clients}
-	} else {
-		arr, err := workload.NewArrivals(cfg.Workload.SessionRate(cfg.RPS), s.rng)
-		if err != nil {
-			return nil, fmt.Errorf("sim: %w", err)
-		}
-		s.arrivals = arr
+	src, err := newSource(s)
+	if err != nil {
+		return nil, err
 	}
+	s.src = src
+	s.observer, _ = src.(turnObserver)
 	if cfg.RouterAttempts == 0 {
 		cfg.RouterAttempts = router.DefaultMaxAttempts
 	}
@@ -245,24 +213,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		s.channels[b] = make([]channel, len(cfg.Regions))
 		s.markStats(b)
 	}
-	switch {
-	case s.open:
-		s.pushRequest()
-		if cfg.Warmup > 0 {
-			s.q.push(event{at: cfg.Warmup, kind: evWarmupEnd})
-		}
-	case s.stream != nil:
-		s.q.push(event{at: s.lead + s.pending.At, kind: evSessionArrive})
-	case s.closed != nil:
-		for c := range cfg.Clients {
-			s.q.push(event{at: time.Duration(s.rng.Int64N(int64(time.Second))), kind: evSessionArrive, id: uint64(c) + 1})
-		}
-		if cfg.Warmup > 0 {
-			s.q.push(event{at: cfg.Warmup, kind: evWarmupEnd})
-		}
-	default:
-		s.q.push(event{at: s.arrivals.Next(0), kind: evSessionArrive})
-	}
+	s.src.start(s)
 	s.setupFaults()
 	return s, nil
 }
@@ -283,7 +234,7 @@ func (s *simulation) loop(ctx context.Context) error {
 		if err := s.handle(&e); err != nil {
 			return err
 		}
-		if s.open && s.live == 0 && s.nextReq >= len(s.cfg.Requests) {
+		if s.src.drained() {
 			s.stoppedAt = s.now // drained: every measured turn has ended
 			return nil
 		}
@@ -313,16 +264,7 @@ func (s *simulation) next() event {
 func (s *simulation) handle(e *event) error {
 	switch e.kind {
 	case evSessionArrive:
-		switch {
-		case s.open:
-			s.traceArrive()
-		case s.stream != nil:
-			s.requestArrive()
-		case s.closed != nil:
-			s.clientArrive(e.id)
-		default:
-			s.sessionArrive()
-		}
+		s.src.arrive(s, e)
 	case evWarmupEnd:
 		s.snapshotWarm()
 	case evTurnStart:
@@ -341,7 +283,7 @@ func (s *simulation) handle(e *event) error {
 			s.syncRegion(rs.region)
 			if a.pool = s.poolFor(a.sess); a.pool < 0 {
 				a.place = responding
-				s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evClientError, id: a.id, b: int32(client.TooLong)})
+				s.q.push(clientError(s.now+s.cfg.ClientLatency, a.id, client.TooLong))
 				break
 			}
 			d := rs.subs[a.pool].Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens(), Model: s.modelOf(a.sess)})
@@ -350,22 +292,22 @@ func (s *simulation) handle(e *event) error {
 			s.markWeights(a.router)
 		}
 	case evRouterTimer:
-		rs := s.routers[e.a]
+		rs := s.routers[e.router]
 		s.syncRegion(rs.region)
 		for p, r := range rs.subs {
 			s.outcomes = r.OnTimer(s.now, s.outcomes[:0])
 			s.applyOutcomes(p)
 		}
-		s.scheduleRouterTimer(int(e.a))
-		s.markWeights(int(e.a))
+		s.scheduleRouterTimer(int(e.router))
+		s.markWeights(int(e.router))
 	case evGatewayArrive:
 		s.gatewayArrive(e.id)
 	case evWorker:
-		return s.workerStep(int(e.a), int(e.b))
+		return s.workerStep(int(e.backend), int(e.worker))
 	case evStatsEmit:
-		s.statsEmit(int(e.a))
+		s.statsEmit(int(e.backend))
 	case evStatsDeliver:
-		s.deliver(int(e.b), int(e.a))
+		s.deliver(int(e.backend), int(e.region))
 	case evClientFirstToken:
 		if a := s.attempts.get(e.id); a != nil && !a.done {
 			a.sess.turn.FirstToken(s.now)
@@ -375,26 +317,26 @@ func (s *simulation) handle(e *event) error {
 		if a := s.attempts.get(e.id); a != nil && !a.done {
 			a.done = true
 			a.sess.turn.Complete(s.now, a.backend, a.cached, a.output)
-			if s.closed != nil && s.now >= s.cfg.Warmup {
-				s.countCompletion(a)
+			if s.observer != nil {
+				s.observer.completed(s, a)
 			}
 			s.endAttempt(a)
 			s.endTurn(a.sess)
 		}
 	case evRouterRefused:
 		if a := s.attempts.get(e.id); a != nil {
-			s.routerRefused(a, client.Failure(e.b), e.a == 1)
+			s.routerRefused(a, e.failure, e.neverSent)
 		}
 	case evClientError:
 		if a := s.attempts.get(e.id); a != nil && !a.done {
-			switch f := client.Failure(e.b); {
+			switch f := e.failure; {
 			case a.told: // a refusal its router already heard of
 			case f == client.Errored:
 				s.tellRouter(a, router.Result{Kind: router.Errored})
 			case f == client.Invalid:
 				s.tellRouter(a, router.Result{Kind: router.TooLong, Tokens: a.tokens(), Limit: a.limit})
 			}
-			s.failAttempt(a, client.Failure(e.b))
+			s.failAttempt(a, e.failure)
 		}
 	case evAttemptTimeout:
 		if a := s.attempts.get(e.id); a != nil && !a.done {
@@ -405,13 +347,13 @@ func (s *simulation) handle(e *event) error {
 			s.failAttempt(a, client.TimedOut)
 		}
 	case evFault:
-		s.applyFault(int(e.a), e.b == 1)
+		s.applyFault(int(e.fault), e.ending)
 	case evTelemetry:
-		s.telemetryTick(int(e.a))
+		s.telemetryTick(int(e.backend))
 	case evProbe:
-		s.probe(int(e.a))
+		s.probe(int(e.router))
 	case evBurst:
-		s.burst(int(e.a))
+		s.burst(int(e.fault))
 	default:
 		return fmt.Errorf("sim: unknown event kind %d", e.kind)
 	}

@@ -36,7 +36,7 @@ func (s *simulation) statsEmit(b int) {
 		ch.q = append(ch.q, inFlight{at: at, st: st})
 		s.due[region] = min(s.due[region], at)
 		if s.armed[region] {
-			s.q.push(event{at: at, kind: evStatsDeliver, a: int32(region), b: int32(b)})
+			s.q.push(deliverEvent(at, b, region))
 		}
 	}
 	s.markStats(b)
@@ -111,7 +111,7 @@ func (s *simulation) updateArmed(region int) {
 		for b := range s.backends {
 			ch := &s.channels[b][region]
 			for _, m := range ch.q[ch.head:] {
-				s.q.push(event{at: m.at, kind: evStatsDeliver, a: int32(region), b: int32(b)})
+				s.q.push(deliverEvent(m.at, b, region))
 			}
 		}
 	}
