@@ -84,10 +84,13 @@
 // # Slots per worker
 //
 // A gateway admits SlotsPerWorker x workers requests (Gateway.MaxConcurrency
-// unset). When SlotsPerWorker is below the engine's sequence limit, the
-// backend's worker picker also keeps each worker within SlotsPerWorker
-// requests, as the live gateway's per-worker permits (gateway.Slots) do: a
-// session whose cached worker is full goes to another worker.
+// unset). When SlotsPerWorker is below the engine's sequence limit, each
+// backend also holds the live gateway's per-worker slots (gateway.Slots, the
+// same core): the worker picker prefers, among the workers with a free slot,
+// the one that caches most of the prompt, the slots grant the permit (on that
+// worker if it has one free), and the permit goes back when the engine
+// finishes the request or it is cancelled. A session whose cached worker is
+// full thus goes to another worker.
 //
 // # Open loop and pools
 //

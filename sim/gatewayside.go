@@ -15,9 +15,11 @@ type backendState struct {
 	spec BackendSpec
 	gw   *gateway.Gateway
 	cl   *cluster.Backend
-	// capped are the workers as the picker sees them when the gateway's
-	// slots per worker are fewer than the engine's sequences (nil otherwise).
-	capped      []cappedWorker
+	// slots are the gateway's per-worker slots when they are fewer than the
+	// engine's sequences (nil otherwise), views the workers as the picker
+	// sees them through the slots.
+	slots       *gateway.Slots
+	views       []slotView
 	workerTimer int // timer id of worker 0; worker w is workerTimer+w
 	statsTimer  int
 
@@ -101,29 +103,79 @@ func (s *simulation) submit(b int, a *attempt) {
 	s.scheduleWorker(b, w)
 }
 
-// cappedWorker is an engine worker as the picker sees it behind a gateway
-// that lets each worker hold at most limit requests, as the live gateway's
-// per-worker slots (gateway.Slots, MaxInflightPerWorker) do.
-type cappedWorker struct {
-	*engine.Worker
-	limit int
+// slotKey signs the fences of the simulated gateways' slots (a simulated
+// worker is never quarantined, so none is ever asked for).
+var slotKey = []byte("stargate-sim-slots-fence-key")
+
+// newSlots returns the per-worker slots of a backend whose gateway gives each
+// worker fewer slots than its engine's sequences (nil otherwise), with the
+// workers as the picker sees them through those slots.
+func newSlots(cfg gateway.Config, spec BackendSpec, cl *cluster.Backend) (*gateway.Slots, []slotView, error) {
+	limit := cfg.SlotsPerWorker
+	if cfg.MaxConcurrency != 0 || limit >= spec.Profile.MaxSeqs {
+		return nil, nil, nil // the engine's own sequence limit binds first
+	}
+	// No submission waits for a permit: the gateway admits at most slots x
+	// workers requests, so one of them is free for each it admits.
+	slots, err := gateway.NewSlots(spec.Workers, gateway.SlotsConfig{MaxInflightPerWorker: limit}, slotKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	views := make([]slotView, spec.Workers)
+	for w := range views {
+		views[w] = slotView{Worker: cl.Worker(w), slots: slots, w: w, limit: limit}
+	}
+	return slots, views, nil
 }
 
-func (w cappedWorker) SeqLimit() int { return w.limit }
+// slotView is an engine worker as the worker picker sees it behind the
+// gateway's per-worker slots, as the live gateway's picker sees its workers:
+// loaded by the permits it holds, full when they reach the slots' limit
+// (or while it is quarantined).
+type slotView struct {
+	*engine.Worker
+	slots    *gateway.Slots
+	w, limit int
+}
+
+func (v slotView) Load() int { return v.slots.Inflight(v.w) }
+
+func (v slotView) SeqLimit() int {
+	if v.slots.Quarantined(v.w) {
+		return 0
+	}
+	return v.limit
+}
 
 // place picks a worker of bs for r and submits it there. Behind per-worker
-// slots the picker keeps each worker within its slots: the gateway admits at
-// most slots x workers requests, so a worker with a free slot exists (but for
-// the end of the step in which a cancelled request leaves its engine).
+// slots it does what the live gateway does: the picker names the worker it
+// prefers among those with a free slot, and the slots (gateway.Slots) grant
+// the permit, on that worker if it has one free; the permit goes back when
+// the engine finishes the request or it is cancelled (release).
 func (s *simulation) place(bs *backendState, r engine.Request) (int, error) {
-	if bs.capped == nil {
+	if bs.slots == nil {
 		return bs.cl.Submit(s.now, r)
 	}
-	w := cluster.Pick(s.now, &r, bs.capped)
-	if err := bs.cl.Worker(w).Submit(s.now, r); err != nil {
+	g, _, err := bs.slots.Acquire(r.ID, cluster.Pick(s.now, &r, bs.views))
+	if err != nil {
+		return -1, fmt.Errorf("sim: backend %q: %w", bs.spec.Name, err)
+	}
+	if err := bs.cl.Worker(g.Worker).Submit(s.now, r); err != nil {
+		_, _ = bs.slots.Cancel(r.ID) // it holds the permit just granted
 		return -1, err
 	}
-	return w, nil
+	return g.Worker, nil
+}
+
+// release returns the slot permit of request id, which left its engine (or
+// is leaving it: cancelled) on backend bs.
+func (s *simulation) release(bs *backendState, id uint64) {
+	if bs.slots == nil {
+		return
+	}
+	if _, err := bs.slots.Release(id, gateway.Completed); err != nil && s.err == nil {
+		s.err = fmt.Errorf("sim: backend %q: %w", bs.spec.Name, err)
+	}
 }
 
 // submitAll submits the requests the gateway just admitted from its queue,
@@ -179,6 +231,7 @@ func (s *simulation) workerStep(b, w int) error {
 			}
 		case engine.Finished:
 			a.cached, a.output, a.place, a.preempt = ev.CachedTokens, ev.OutputTokens, responding, ev.Preemptions
+			s.release(bs, ev.ID)
 			s.admitted = bs.gw.Finish(s.now, ev.ID, ev.PromptTokens, s.admitted[:0])
 			s.submitAll(b)
 			s.q.push(event{at: s.now + s.back(a, b), kind: evClientDone, id: a.id})
@@ -203,6 +256,7 @@ func (s *simulation) cancelAttempt(a *attempt) {
 		var wasActive bool
 		wasActive, s.admitted = bs.gw.Cancel(s.now, a.id, s.admitted[:0])
 		if wasActive {
+			s.release(bs, a.id)
 			for w := range bs.cl.Len() {
 				if bs.cl.Worker(w).Cancel(s.now, a.id) {
 					s.scheduleWorker(a.backend, w)

@@ -95,6 +95,9 @@ type simulation struct {
 	stoppedAt time.Duration
 	warm      [][]engine.Totals
 
+	// err is the first internal inconsistency found where no error can be
+	// returned; the loop stops on it.
+	err        error
 	track      bool // telemetry on: reports, probes, results to routers
 	faultRng   *rand.Rand
 	dispatches []Dispatch
@@ -167,10 +170,8 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		}
 		bs := &backendState{spec: spec, gw: gw, cl: cl,
 			workerTimer: s.timers.grow(spec.Workers), statsTimer: s.timers.grow(1)}
-		if limit := cfg.Gateway.SlotsPerWorker; cfg.Gateway.MaxConcurrency == 0 && limit < spec.Profile.MaxSeqs {
-			for w := range spec.Workers {
-				bs.capped = append(bs.capped, cappedWorker{cl.Worker(w), limit})
-			}
+		if bs.slots, bs.views, err = newSlots(cfg.Gateway, spec, cl); err != nil {
+			return nil, fmt.Errorf("sim: backend %q: %w", spec.Name, err)
 		}
 		s.backends = append(s.backends, bs)
 		pbs[spec.Pool] = append(pbs[spec.Pool], policy.Backend{Name: spec.Name, Key: policy.KeyOf(spec.Name)})
@@ -233,6 +234,9 @@ func (s *simulation) loop(ctx context.Context) error {
 		}
 		if err := s.handle(&e); err != nil {
 			return err
+		}
+		if s.err != nil {
+			return s.err
 		}
 		if s.src.drained() {
 			s.stoppedAt = s.now // drained: every measured turn has ended
