@@ -66,10 +66,11 @@ type simulation struct {
 	// channels[b][region] holds backend b's stats messages on their way to a
 	// region, in arrival order (the latency of a pair is fixed).
 	channels [][]channel
-	// due[region] is at most the earliest arrival time of a message still
-	// in a channel to the region (a lower bound: delivering by event does
-	// not raise it): syncRegion skips its scan over every backend before then.
-	due []time.Duration
+	// inbound[region] holds the arrivals of the messages in the channels to
+	// the region that syncRegion has not yet passed (dueScratch: its
+	// scratch list of backends).
+	inbound    []arrivals
+	dueScratch []int32
 	// armed[region]: some router of the region has requests waiting, so each
 	// stats arrival there is an event (it may release them). Otherwise the
 	// region's routers read what has arrived when they next place a request:
@@ -205,10 +206,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		}
 	}
 	s.armed = make([]bool, len(cfg.Regions))
-	s.due = make([]time.Duration, len(cfg.Regions))
-	for r := range s.due {
-		s.due[r] = noMessage
-	}
+	s.inbound = make([]arrivals, len(cfg.Regions))
 	s.channels = make([][]channel, len(s.backends))
 	for b := range s.backends {
 		s.channels[b] = make([]channel, len(cfg.Regions))

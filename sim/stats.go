@@ -1,15 +1,60 @@
 package sim
 
 import (
+	"slices"
 	"time"
 
 	"github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/router"
 )
 
-// noMessage is a region's due time (see simulation.due) with no stats
-// message on its way there.
-const noMessage = time.Duration(1<<63 - 1)
+// arrival is a stats message's arrival at a region: when, and whose.
+type arrival struct {
+	at      time.Duration
+	backend int32
+}
+
+// arrivals is a binary min-heap of arrivals by time: the stats messages on
+// their way to one region, so that a region's routers find those that have
+// arrived without a scan over every backend.
+type arrivals []arrival
+
+func (h *arrivals) push(a arrival) {
+	*h = append(*h, a)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if q[p].at <= q[i].at {
+			break
+		}
+		q[p], q[i] = q[i], q[p]
+		i = p
+	}
+}
+
+func (h *arrivals) pop() arrival {
+	q := *h
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q = q[:last]
+	for i := 0; ; {
+		m, l := i, 2*i+1
+		if l < last && q[l].at < q[m].at {
+			m = l
+		}
+		if r := l + 1; r < last && q[r].at < q[m].at {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
+}
 
 // inFlight is a stats message on its way to a region.
 type inFlight struct {
@@ -34,7 +79,7 @@ func (s *simulation) statsEmit(b int) {
 			at = ch.q[n-1].at // one stream: messages arrive in order
 		}
 		ch.q = append(ch.q, inFlight{at: at, st: st})
-		s.due[region] = min(s.due[region], at)
+		s.inbound[region].push(arrival{at: at, backend: int32(b)})
 		if s.armed[region] {
 			s.q.push(deliverEvent(at, b, region))
 		}
@@ -78,23 +123,29 @@ func (s *simulation) deliver(b, region int) {
 }
 
 // syncRegion brings a region's routers up to date before one of them reads
-// its views.
+// its views: it delivers, in backend order, the latest message of every
+// backend with messages that have arrived. The region's arrival heap names
+// those backends (and some whose messages an armed region's events already
+// delivered), so the cost follows the messages, not the fleet.
 func (s *simulation) syncRegion(region int) {
-	if s.due[region] > s.now {
-		return // nothing has arrived: the scan below would deliver nothing
+	h := &s.inbound[region]
+	if len(*h) == 0 || (*h)[0].at > s.now {
+		return // nothing has arrived
 	}
-	next := noMessage
-	s.due[region] = next // a message sent while delivering lowers it again
-	for b := range s.backends {
-		ch := &s.channels[b][region]
-		if ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
-			s.deliver(b, region)
+	due := s.dueScratch[:0]
+	for len(*h) > 0 && (*h)[0].at <= s.now {
+		due = append(due, h.pop().backend)
+	}
+	slices.Sort(due)
+	for i, b := range due {
+		if i > 0 && due[i-1] == b {
+			continue
 		}
-		if ch.head < len(ch.q) {
-			next = min(next, ch.q[ch.head].at)
+		if ch := &s.channels[b][region]; ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
+			s.deliver(int(b), region)
 		}
 	}
-	s.due[region] = min(s.due[region], next)
+	s.dueScratch = due
 }
 
 // updateArmed arms a region whose routers now hold waiting requests: every
