@@ -34,6 +34,7 @@ type attempt struct {
 	output  int
 	gwAt    time.Duration // arrival at the gateway
 	preempt int           // times the engine preempted it
+	worker  int           // the backend's worker its engine runs it on, once submitted
 	limit   int           // the context limit a refusal named
 	// retry holds the backends that refused it before its first byte (by
 	// their IDs at its pool's router); told is set once its router has

@@ -100,6 +100,7 @@ func (s *simulation) submit(b int, a *attempt) {
 		s.q.push(clientError(s.now+s.back(a, b), a.id, client.Errored))
 		return
 	}
+	a.worker = w
 	s.scheduleWorker(b, w)
 }
 
@@ -257,11 +258,9 @@ func (s *simulation) cancelAttempt(a *attempt) {
 		wasActive, s.admitted = bs.gw.Cancel(s.now, a.id, s.admitted[:0])
 		if wasActive {
 			s.release(bs, a.id)
-			for w := range bs.cl.Len() {
-				if bs.cl.Worker(w).Cancel(s.now, a.id) {
-					s.scheduleWorker(a.backend, w)
-					break
-				}
+			// Its engine holds it on the worker it was submitted to.
+			if bs.cl.Worker(a.worker).Cancel(s.now, a.id) {
+				s.scheduleWorker(a.backend, a.worker)
 			}
 		}
 		s.submitAll(a.backend)
