@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/internal/slowtest"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/sim"
@@ -24,6 +25,9 @@ import (
 type goldenCase struct {
 	name string
 	cfg  func(t *testing.T, reg *policy.Registry) sim.Config
+	// slow: run only with the slow tests (internal/slowtest), as CI does;
+	// the others cover every arrival mode, slots and faults on their own.
+	slow bool
 }
 
 // fleetRun builds a short run of a built-in fleet.
@@ -94,36 +98,36 @@ func faultPhase(cfg *sim.Config) {
 }
 
 var goldenCases = []goldenCase{
-	{"hetero-waw", fleetRun("hetero", config.Run{Policy: "waw", RPS: 450}, nil)},
-	{"hetero-pulsar-waw", fleetRun("hetero", config.Run{Policy: "pulsar-waw", RPS: 450}, nil)},
-	{"hetero-pressure", fleetRun("hetero", config.Run{Policy: "pressure", RPS: 450}, nil)},
-	{"hetero-round-robin", fleetRun("hetero", config.Run{Policy: "round-robin", RPS: 450}, nil)},
-	{"hetero-overload-waw", fleetRun("hetero", config.Run{Policy: "waw", RPS: 1100}, nil)},
-	{"hetero-overload-pulsar-waw", fleetRun("hetero", config.Run{Policy: "pulsar-waw", RPS: 1100}, nil)},
-	{"hetero-overload-round-robin", fleetRun("hetero", config.Run{Policy: "round-robin", RPS: 1100}, nil)},
+	{"hetero-waw", fleetRun("hetero", config.Run{Policy: "waw", RPS: 450}, nil), false},
+	{"hetero-pulsar-waw", fleetRun("hetero", config.Run{Policy: "pulsar-waw", RPS: 450}, nil), false},
+	{"hetero-pressure", fleetRun("hetero", config.Run{Policy: "pressure", RPS: 450}, nil), true},
+	{"hetero-round-robin", fleetRun("hetero", config.Run{Policy: "round-robin", RPS: 450}, nil), true},
+	{"hetero-overload-waw", fleetRun("hetero", config.Run{Policy: "waw", RPS: 1100}, nil), false},
+	{"hetero-overload-pulsar-waw", fleetRun("hetero", config.Run{Policy: "pulsar-waw", RPS: 1100}, nil), true},
+	{"hetero-overload-round-robin", fleetRun("hetero", config.Run{Policy: "round-robin", RPS: 1100}, nil), true},
 	{"hetero-least-request-slots", fleetRun("hetero", config.Run{Policy: "least-request", RPS: 450}, func(c *sim.Config) {
 		c.Gateway.SlotsPerWorker = 8 // fewer slots than the engine's sequences: per-worker caps
-	})},
-	{"homo-waw", fleetRun("homo", config.Run{Policy: "waw", RPS: 450}, nil)},
-	{"homo-pulsar-waw", fleetRun("homo", config.Run{Policy: "pulsar-waw", RPS: 450}, nil)},
-	{"hetero-closed-waw", fleetRun("hetero", config.Run{Policy: "waw", Clients: 1500}, nil)},
-	{"hetero-class-pulsar-waw", fleetRun("hetero", config.Run{Policy: "pulsar-waw", RPS: 60, Class: "multiturn"}, nil)},
+	}), false},
+	{"homo-waw", fleetRun("homo", config.Run{Policy: "waw", RPS: 450}, nil), true},
+	{"homo-pulsar-waw", fleetRun("homo", config.Run{Policy: "pulsar-waw", RPS: 450}, nil), true},
+	{"hetero-closed-waw", fleetRun("hetero", config.Run{Policy: "waw", Clients: 1500}, nil), false},
+	{"hetero-class-pulsar-waw", fleetRun("hetero", config.Run{Policy: "pulsar-waw", RPS: 60, Class: "multiturn"}, nil), false},
 	{"hetero-cooldown-round-robin", fleetRun("hetero", config.Run{Policy: "round-robin", RPS: 450, Cooldown: 5 * time.Second}, func(c *sim.Config) {
 		c.KeepRecords = true
-	})},
+	}), true},
 	{"hetero-trace-pulsar-waw", fleetRun("hetero", config.Run{Policy: "pulsar-waw", RPS: 1}, func(c *sim.Config) {
 		c.Requests, c.BlockSize, c.KeepRecords = traceRequests(400, 80*time.Second, 512), 512, true
-	})},
+	}), true},
 	{"hetero-trace-pools", fleetRun("hetero", config.Run{Policy: "least-request", RPS: 1}, func(c *sim.Config) {
 		c.Requests, c.BlockSize, c.KeepRecords = traceRequests(400, 80*time.Second, 512), 512, true
 		c.Pools = []sim.Pool{{Name: "short", MaxTokens: 4000}, {Name: "long", MaxTokens: 16000}}
 		for i := range c.Backends {
 			c.Backends[i].Pool = i % 2
 		}
-	})},
-	{"hetero-faults-pulsar-waw", fleetRun("hetero", config.Run{Policy: "pulsar-waw", RPS: 450}, faultPhase)},
-	{"hetero-faults-pressure", fleetRun("hetero", config.Run{Policy: "pressure", RPS: 450}, faultPhase)},
-	{"hetero-faults-waw", fleetRun("hetero", config.Run{Policy: "waw", RPS: 450}, faultPhase)},
+	}), false},
+	{"hetero-faults-pulsar-waw", fleetRun("hetero", config.Run{Policy: "pulsar-waw", RPS: 450}, faultPhase), false},
+	{"hetero-faults-pressure", fleetRun("hetero", config.Run{Policy: "pressure", RPS: 450}, faultPhase), true},
+	{"hetero-faults-waw", fleetRun("hetero", config.Run{Policy: "waw", RPS: 450}, faultPhase), true},
 }
 
 // digest is a hash of v's JSON: long lists pinned without a long file.
@@ -147,6 +151,9 @@ func TestGoldenRuns(t *testing.T) {
 	reg := policy.NewRegistry()
 	for _, c := range goldenCases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.slow && !update {
+				slowtest.Skip(t, "a golden run beside the quick set")
+			}
 			res, err := sim.Run(context.Background(), c.cfg(t, reg), reg)
 			if err != nil {
 				t.Fatal(err)
