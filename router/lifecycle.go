@@ -249,7 +249,10 @@ func (r *Router) OnResult(now time.Duration, id BackendID, res Result) {
 	switch res.Kind {
 	case Succeeded, Errored:
 		l.errs.Observe(now, res.Kind == Errored)
-		l.errTracked = true
+		if !l.errTracked {
+			l.errTracked = true
+			r.errTracked++
+		}
 		r.views[b].ErrorRate = l.errs.Rate(now)
 	case TooLong:
 		// The shell passes only a refusal in an engine's own form
@@ -265,8 +268,12 @@ func (r *Router) OnResult(now time.Duration, id BackendID, res Result) {
 	}
 }
 
-// refreshErrors decays the error rates to now.
+// refreshErrors decays the error rates to now (nothing to do, and no scan
+// over the backends, while no result has been reported).
 func (r *Router) refreshErrors(now time.Duration) {
+	if r.errTracked == 0 {
+		return
+	}
 	for b := range r.life {
 		if l := &r.life[b]; l.errTracked {
 			r.views[b].ErrorRate = l.errs.Rate(now)

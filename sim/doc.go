@@ -84,10 +84,13 @@
 // # Slots per worker
 //
 // A gateway admits SlotsPerWorker x workers requests (Gateway.MaxConcurrency
-// unset). When SlotsPerWorker is below the engine's sequence limit, the
-// backend's worker picker also keeps each worker within SlotsPerWorker
-// requests, as the live gateway's per-worker permits (gateway.Slots) do: a
-// session whose cached worker is full goes to another worker.
+// unset). When SlotsPerWorker is below the engine's sequence limit, each
+// backend also holds the live gateway's per-worker slots (gateway.Slots, the
+// same core): the worker picker prefers, among the workers with a free slot,
+// the one that caches most of the prompt, the slots grant the permit (on that
+// worker if it has one free), and the permit goes back when the engine
+// finishes the request or it is cancelled. A session whose cached worker is
+// full thus goes to another worker.
 //
 // # Open loop and pools
 //
@@ -100,4 +103,17 @@
 // warm-up out. With Config.Pools each router replica holds one router core
 // per pool; a request goes to the pool of smallest MaxTokens that holds its
 // total tokens, or fails at once as too long (no retry).
+//
+// # Code layout
+//
+// sim.go holds the run: the simulation's state, the event loop and the
+// dispatch of each event kind (events.go: kinds and their typed fields;
+// queue.go and timers.go: the event heap and per-entity timers). The
+// arrival modes are types behind one interface (arrivals.go: source, with
+// poissonSessions, closedLoop, classLoop and traceReplay). attempt.go is the
+// client side (sessions, turns, attempts and their ends), routerside.go the
+// router replicas (placement, retries before the first byte), gatewayside.go
+// the gateways and engines (admission, slots, engine steps), stats.go the
+// stats messages between them, telemetry.go and faults.go the signals and
+// injected faults, result.go what a run reports.
 package sim

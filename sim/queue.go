@@ -1,52 +1,5 @@
 package sim
 
-import "time"
-
-type eventKind uint8
-
-// Event kinds, in priority order: at the same instant an engine step ends
-// before stats are delivered, stats before arrivals, arrivals before timers
-// and client-side events.
-const (
-	evWorker eventKind = iota
-	evStatsEmit
-	evStatsDeliver
-	evGatewayArrive
-	evRouterArrive
-	evRouterTimer
-	evSessionArrive
-	evTurnStart
-	evAttemptStart
-	evClientFirstToken
-	evClientDone
-	evClientError
-	evAttemptTimeout
-	evWarmupEnd
-	// Telemetry and faults (none in a run without them).
-	evFault
-	evTelemetry
-	evProbe
-	evBurst
-	// A refusal before the first byte on its way back to the router.
-	evRouterRefused
-)
-
-// event holds no pointer, so moving events in the heap needs no GC write
-// barrier and the collector never scans the heap.
-type event struct {
-	at time.Duration
-	// key orders simultaneous events: kind in the top byte, then the
-	// sequence number of the push.
-	key  uint64
-	id   uint64 // attempt or session
-	a, b int32  // backend and worker, router, region and backend, failure kind
-	kind eventKind
-}
-
-func (e *event) less(o *event) bool {
-	return e.at < o.at || (e.at == o.at && e.key < o.key)
-}
-
 // eventQueue is a 4-ary min-heap ordered by (time, kind, sequence number), so
 // the order of simultaneous events is fixed and runs are reproducible. Four
 // children per node halve the depth of a binary heap, and the simulator pops

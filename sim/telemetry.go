@@ -22,20 +22,20 @@ func (s *simulation) setupFaults() {
 			bs.ttft = telemetry.Window{Span: s.cfg.Telemetry.TTFTWindow, Max: 4096}
 			bs.errs = telemetry.ErrorRate{HalfLife: s.cfg.Telemetry.ErrorHalfLife}
 			bs.lastBusy = make([]time.Duration, bs.cl.Len())
-			s.q.push(event{at: 0, kind: evTelemetry, a: int32(b)})
+			s.q.push(telemetryEvent(0, b))
 		}
 		for r := range s.routers {
-			s.q.push(event{at: 0, kind: evProbe, a: int32(r)})
+			s.q.push(probeEvent(0, r))
 		}
 	}
 	for i, f := range s.cfg.Faults {
 		if f.Kind == FaultBurst {
-			s.q.push(event{at: f.At, kind: evBurst, a: int32(i)})
+			s.q.push(burstEvent(f.At, i))
 			continue
 		}
-		s.q.push(event{at: f.At, kind: evFault, a: int32(i)})
+		s.q.push(faultEvent(f.At, i, false))
 		if f.Until > 0 {
-			s.q.push(event{at: f.Until, kind: evFault, a: int32(i), b: 1})
+			s.q.push(faultEvent(f.Until, i, true))
 		}
 	}
 }
@@ -139,7 +139,7 @@ func (s *simulation) kill(b int) {
 			continue
 		}
 		a.place = responding
-		s.q.push(event{at: s.now + s.back(a, b), kind: evClientError, id: a.id, b: int32(client.Errored)})
+		s.q.push(clientError(s.now+s.back(a, b), a.id, client.Errored))
 	}
 }
 
@@ -155,7 +155,7 @@ func (s *simulation) faulted(a *attempt) bool {
 			return
 		}
 		a.place = responding
-		s.q.push(event{at: s.now + s.back(a, b), kind: evClientError, id: a.id, b: int32(kind)})
+		s.q.push(clientError(s.now+s.back(a, b), a.id, kind))
 	}
 	switch {
 	case f.dead:
@@ -210,7 +210,7 @@ func (s *simulation) throttle(b int) {
 
 // telemetryTick builds backend b's report and attaches it to its stats.
 func (s *simulation) telemetryTick(b int) {
-	s.q.push(event{at: s.now + s.cfg.Telemetry.Interval, kind: evTelemetry, a: int32(b)})
+	s.q.push(telemetryEvent(s.now+s.cfg.Telemetry.Interval, b))
 	bs := s.backends[b]
 	if bs.fault.dead || bs.fault.hung {
 		return
@@ -256,7 +256,7 @@ func (s *simulation) telemetryTick(b int) {
 
 // probe measures router r's round trip to every backend that answers.
 func (s *simulation) probe(r int) {
-	s.q.push(event{at: s.now + s.cfg.Telemetry.ProbeInterval, kind: evProbe, a: int32(r)})
+	s.q.push(probeEvent(s.now+s.cfg.Telemetry.ProbeInterval, r))
 	rs := s.routers[r]
 	for b, bs := range s.backends {
 		if bs.fault.dead || bs.fault.hung {
@@ -275,6 +275,6 @@ func (s *simulation) burst(i int) {
 		s.nextTurn(s.newSession(s.faultRng))
 	}
 	if next := s.now + f.Every; f.Every > 0 && (f.Until == 0 || next < f.Until) {
-		s.q.push(event{at: next, kind: evBurst, a: int32(i)})
+		s.q.push(burstEvent(next, i))
 	}
 }

@@ -1,0 +1,163 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/stargate-llm/stargate/client"
+	"github.com/stargate-llm/stargate/metrics"
+	"github.com/stargate-llm/stargate/router"
+	"github.com/stargate-llm/stargate/workload"
+)
+
+// where an attempt is.
+type place uint8
+
+const (
+	toRouter place = iota
+	atRouter
+	toGateway
+	atGateway // queued or in the engine
+	responding
+	lost // swallowed by a hung backend
+)
+
+type attempt struct {
+	id      uint64
+	sess    *session
+	router  int
+	pool    int
+	backend int
+	place   place
+	done    bool
+	cached  int
+	output  int
+	gwAt    time.Duration // arrival at the gateway
+	preempt int           // times the engine preempted it
+	worker  int           // the backend's worker its engine runs it on, once submitted
+	limit   int           // the context limit a refusal named
+	// retry holds the backends that refused it before its first byte (by
+	// their IDs at its pool's router); told is set once its router has
+	// heard how the last of them ended.
+	retry   router.Retry
+	told    bool
+	refusal client.Failure // the last refusal's kind
+	// streaming: its engine has sent the first token, so a failure now
+	// reaches the client (an SSE error), not the router.
+	streaming bool
+}
+
+// session is a conversation of the session model, or one request of a
+// class's open loop (ws is nil).
+type session struct {
+	id uint64
+	// key identifies the conversation to routers and prefix caches: id in
+	// the session model, the class's session in an open loop, a hash of a
+	// trace request's leading block ids.
+	key uint64
+	req *workload.TraceRequest
+	// reqIndex is req's index in Config.Requests.
+	reqIndex int
+	// measured: a trace turn that arrived in the window; the run drains
+	// until none is left.
+	measured bool
+	fresh    bool // the prompt shares no prefix with the session's earlier ones
+	follows  bool // the conversation's next turn waits for this one
+	ws       *workload.Session
+	client   uint64 // closed loop: its client (1-based); 0 for none
+	region   int
+	router   int
+	turn     client.Turn
+	prompt   workload.Turn
+}
+
+// newSession creates a session in a region and router drawn from rng.
+func (s *simulation) newSession(rng *rand.Rand) *session {
+	s.nextSess++
+	region := s.regions[rng.IntN(len(s.regions))]
+	rs := s.byRegion[region]
+	ss := &session{id: s.nextSess, key: s.nextSess, ws: s.cfg.Workload.NewSession(s.sessionSeed, s.nextSess), region: region,
+		router: rs[rng.IntN(len(rs))]}
+	s.sessions.put(ss.id, ss)
+	return ss
+}
+
+func (s *simulation) nextTurn(ss *session) {
+	t, ok := ss.ws.Next()
+	if !ok {
+		s.endSession(ss) // a closed-loop client starts its next session
+		return
+	}
+	s.startTurn(ss, t)
+}
+
+func (s *simulation) startTurn(ss *session, t workload.Turn) {
+	ss.prompt = t
+	session := ss.key
+	if ss.req != nil {
+		session = ss.id // a trace request's key is shared by the requests of one prefix
+	}
+	ss.turn = s.cfg.Client.NewTurn(s.now, metrics.TurnRecord{Session: session, Turn: t.Index, Region: ss.region,
+		Router: ss.router, PromptTokens: t.PromptTokens})
+	s.coll.TurnStarted(s.now)
+	s.sendAttempt(ss)
+}
+
+func (s *simulation) sendAttempt(ss *session) {
+	s.nextID++
+	a := &attempt{id: s.nextID, sess: ss, router: ss.router, backend: -1, retry: router.NewRetry(s.cfg.RouterAttempts, nil)}
+	s.attempts.put(a.id, a)
+	deadline := ss.turn.Attempt(s.now)
+	s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evRouterArrive, id: a.id})
+	timeout := event{at: deadline, kind: evAttemptTimeout, id: a.id}
+	s.q.stamp(&timeout)
+	s.timeouts = append(s.timeouts, timeout)
+}
+
+// back is the latency of a response from backend b to the client of attempt a.
+func (s *simulation) back(a *attempt, b int) time.Duration {
+	return s.toRouter(a, b) + s.cfg.ClientLatency
+}
+
+// toRouter is the latency of a message from backend b to the router of
+// attempt a.
+func (s *simulation) toRouter(a *attempt, b int) time.Duration {
+	return s.cfg.Latency[s.backends[b].spec.Region][s.routers[a.router].region] + s.pathDelay(b)
+}
+
+func (s *simulation) failAttempt(a *attempt, f client.Failure) {
+	a.done = true
+	ss := a.sess
+	retryAt, retry := ss.turn.Fail(s.now, f, a.backend)
+	s.endAttempt(a)
+	if retry {
+		s.q.push(event{at: retryAt, kind: evAttemptStart, id: ss.id})
+		return
+	}
+	s.coll.Add(ss.turn.Record)
+	s.endSession(ss) // a turn that fails after all its attempts ends its session
+}
+
+func (s *simulation) endAttempt(a *attempt) {
+	if a.place == toRouter || a.place == toGateway {
+		return // still referenced by an arrival in flight, which removes nothing
+	}
+	s.attempts.del(a.id)
+}
+
+func (s *simulation) endTurn(ss *session) {
+	s.coll.Add(ss.turn.Record)
+	if ss.ws == nil { // one request of a trace or a class's open loop
+		s.endSession(ss)
+		return
+	}
+	s.q.push(event{at: s.now + ss.ws.ThinkTime(), kind: evTurnStart, id: ss.id})
+}
+
+// endSession removes a session (one of a class's or a trace's requests is a
+// turn that ended) and tells the arrival source (a closed-loop client starts
+// its next session after a think time).
+func (s *simulation) endSession(ss *session) {
+	s.sessions.del(ss.id)
+	s.src.ended(s, ss)
+}

@@ -1,0 +1,170 @@
+package sim
+
+import (
+	"slices"
+	"time"
+
+	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/router"
+)
+
+// arrival is a stats message's arrival at a region: when, and whose.
+type arrival struct {
+	at      time.Duration
+	backend int32
+}
+
+// arrivals is a binary min-heap of arrivals by time: the stats messages on
+// their way to one region, so that a region's routers find those that have
+// arrived without a scan over every backend.
+type arrivals []arrival
+
+func (h *arrivals) push(a arrival) {
+	*h = append(*h, a)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if q[p].at <= q[i].at {
+			break
+		}
+		q[p], q[i] = q[i], q[p]
+		i = p
+	}
+}
+
+func (h *arrivals) pop() arrival {
+	q := *h
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q = q[:last]
+	for i := 0; ; {
+		m, l := i, 2*i+1
+		if l < last && q[l].at < q[m].at {
+			m = l
+		}
+		if r := l + 1; r < last && q[r].at < q[m].at {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
+}
+
+// inFlight is a stats message on its way to a region.
+type inFlight struct {
+	at time.Duration
+	st *gateway.Stats
+}
+
+// channel holds a backend's stats messages on their way to one region, in
+// arrival order.
+type channel struct {
+	q    []inFlight
+	head int
+}
+
+func (s *simulation) statsEmit(b int) {
+	bs := s.backends[b]
+	st := bs.gw.TakeStats(s.now)
+	for _, region := range s.regions {
+		at := s.now + s.cfg.Latency[bs.spec.Region][region] + s.pathDelay(b)
+		ch := &s.channels[b][region]
+		if n := len(ch.q); n > ch.head && ch.q[n-1].at > at {
+			at = ch.q[n-1].at // one stream: messages arrive in order
+		}
+		ch.q = append(ch.q, inFlight{at: at, st: st})
+		s.inbound[region].push(arrival{at: at, backend: int32(b)})
+		if s.armed[region] {
+			s.q.push(deliverEvent(at, b, region))
+		}
+	}
+	s.markStats(b)
+}
+
+// deliver hands the routers of a region the latest stats of backend b that
+// have arrived by now, if they have not seen it.
+func (s *simulation) deliver(b, region int) {
+	ch := &s.channels[b][region]
+	var latest *gateway.Stats
+	for ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
+		latest = ch.q[ch.head].st
+		ch.q[ch.head] = inFlight{}
+		ch.head++
+	}
+	if ch.head > 64 && 2*ch.head > len(ch.q) {
+		ch.q = ch.q[:copy(ch.q, ch.q[ch.head:])]
+		ch.head = 0
+	}
+	if latest == nil {
+		return
+	}
+	p := s.cfg.Backends[b].Pool
+	if len(s.cfg.Pools) > 0 { // the pool's router knows the backend by its index in the pool
+		local := *latest
+		local.Backend = s.local[b]
+		latest = &local
+	}
+	for _, ri := range s.byRegion[region] {
+		if rs := s.routers[ri]; rs.refused != nil && rs.refused[b] {
+			rs.refused[b] = false // it answers again
+			rs.subs[p].SetEligible(router.BackendID(s.local[b]), true)
+		}
+		s.outcomes = s.routers[ri].subs[p].OnStats(s.now, latest, s.outcomes[:0])
+		s.applyOutcomes(p)
+		s.scheduleRouterTimer(ri)
+		s.markWeights(ri)
+	}
+}
+
+// syncRegion brings a region's routers up to date before one of them reads
+// its views: it delivers, in backend order, the latest message of every
+// backend with messages that have arrived. The region's arrival heap names
+// those backends (and some whose messages an armed region's events already
+// delivered), so the cost follows the messages, not the fleet.
+func (s *simulation) syncRegion(region int) {
+	h := &s.inbound[region]
+	if len(*h) == 0 || (*h)[0].at > s.now {
+		return // nothing has arrived
+	}
+	due := s.dueScratch[:0]
+	for len(*h) > 0 && (*h)[0].at <= s.now {
+		due = append(due, h.pop().backend)
+	}
+	slices.Sort(due)
+	for i, b := range due {
+		if i > 0 && due[i-1] == b {
+			continue
+		}
+		if ch := &s.channels[b][region]; ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
+			s.deliver(int(b), region)
+		}
+	}
+	s.dueScratch = due
+}
+
+// updateArmed arms a region whose routers now hold waiting requests: every
+// stats message on its way there gets an arrival event.
+func (s *simulation) updateArmed(region int) {
+	waiting := false
+	for _, ri := range s.byRegion[region] {
+		if s.routers[ri].waiting() > 0 {
+			waiting = true
+			break
+		}
+	}
+	if waiting && !s.armed[region] {
+		for b := range s.backends {
+			ch := &s.channels[b][region]
+			for _, m := range ch.q[ch.head:] {
+				s.q.push(deliverEvent(m.at, b, region))
+			}
+		}
+	}
+	s.armed[region] = waiting
+}
