@@ -42,6 +42,10 @@ type Fleet struct {
 	// default: liveness off, as the routing study runs). The gateways'
 	// heartbeat interval is gateway.heartbeat_interval.
 	Router router.Config `yaml:"router"`
+
+	// Pressure is the pressure policy's scoring (see PressureSpec); Parse
+	// moves it into Policy.Pressure.
+	Pressure *PressureSpec `yaml:"pressure"`
 }
 
 // RegionSpec is one region of a fleet file.
@@ -69,7 +73,8 @@ type BackendFileSpec struct {
 // defaultFleet holds every default a file may leave out.
 func defaultFleet() Fleet {
 	return Fleet{Engine: "half", ClientLatency: time.Millisecond, Gateway: gateway.DefaultConfig(),
-		Policy: policy.DefaultParams(), Workload: workload.DefaultConfig(), Client: client.DefaultConfig()}
+		Policy: policy.DefaultParams(), Workload: workload.DefaultConfig(), Client: client.DefaultConfig(),
+		Pressure: defaultPressureSpec()}
 }
 
 // Parse decodes a fleet file strictly. name is used in error messages.
@@ -97,6 +102,9 @@ func Parse(name string, data []byte) (*Fleet, error) {
 		f.Name = strings.TrimSuffix(strings.TrimSuffix(baseName(name), ".yaml"), ".yml")
 	}
 	if err := f.ExpandGroups(); err != nil {
+		return nil, fmt.Errorf("fleet file %s: %w", name, err)
+	}
+	if err := f.resolvePressure(); err != nil {
 		return nil, fmt.Errorf("fleet file %s: %w", name, err)
 	}
 	return &f, nil

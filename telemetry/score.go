@@ -98,10 +98,11 @@ func Score(p Pressures, avail [NumSignals]bool, w Weights) (score float64, fallb
 type Projector struct {
 	// Max is the weight of a backend under no pressure; Min that of one
 	// under full pressure (at least 1: a zero weight would be no weight).
-	Max, Min int
+	Max int `yaml:"max" json:"max"`
+	Min int `yaml:"min" json:"min"`
 	// Hysteresis is the least change of weight that is applied; smaller
 	// moves keep the current weight, so noise does not move sessions.
-	Hysteresis int
+	Hysteresis int `yaml:"hysteresis" json:"hysteresis"`
 }
 
 // DefaultProjector gives weights 1-100 that move in steps of at least 10.
