@@ -83,7 +83,7 @@ type lifecycle struct {
 	// (View.Overload), decaying with DefaultOverloadHalfLife.
 	overloads   telemetry.ErrorRate
 	overTracked bool
-	path       telemetry.PathEstimator
+	path        telemetry.PathEstimator
 }
 
 // effective derives the lifecycle state.
