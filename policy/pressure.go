@@ -16,10 +16,33 @@ type PressureParams struct {
 	Projector telemetry.Projector
 }
 
-// DefaultPressureParams are telemetry's documented defaults, fixed before
-// any measurement: telemetry.DefaultWeights, telemetry.DefaultNorm and
-// weights 1-100 with a hysteresis of 10.
+// DefaultPressureParams are the pressure policy's defaults, found by the
+// tuning search of docs/pressure.md (study.TunePressure: a coordinate search
+// on the resilience study's phases, training seeds 11-13, checked on the
+// held-out seeds 1-5) from telemetry's first, hand-set values
+// (UntunedPressureParams):
+//
+//	weights  queue 0.25, kv 0.25, errors 0.5, rtt 0.25; ttft, gpu, mem, sm, dram, jitter and thermal 0
+//	norm     telemetry.DefaultNorm (queue full at a backlog of half the slots)
+//	levels   1-100 with a hysteresis of 20
+//
+// A fleet file's pressure section, or a router's --pressure file, replaces
+// any part of them.
 func DefaultPressureParams() PressureParams {
+	pp := UntunedPressureParams()
+	w := &pp.Weights
+	w[telemetry.SigQueue], w[telemetry.SigKV], w[telemetry.SigErrors], w[telemetry.SigRTT] = 0.25, 0.25, 0.5, 0.25
+	w[telemetry.SigTTFT], w[telemetry.SigJitter], w[telemetry.SigThermal] = 0, 0, 0
+	w[telemetry.SigGPU], w[telemetry.SigMem], w[telemetry.SigSM], w[telemetry.SigDRAM] = 0, 0, 0, 0
+	pp.Projector.Hysteresis = 20
+	return pp
+}
+
+// UntunedPressureParams are telemetry's documented first values, fixed
+// before any measurement: telemetry.DefaultWeights, telemetry.DefaultNorm
+// and levels 1-100 with a hysteresis of 10. They are the tuning search's
+// start.
+func UntunedPressureParams() PressureParams {
 	return PressureParams{Weights: telemetry.DefaultWeights(), Norm: telemetry.DefaultNorm(), Projector: telemetry.DefaultProjector()}
 }
 
@@ -61,6 +84,11 @@ func (pp PressureParams) Validate() error {
 // load does not move sessions in the normal course of things; the
 // projector's hysteresis keeps small moves of the reported signals from
 // moving them either.
+//
+// A backend whose error pressure is full (its error rate, as the router
+// counts it or as its report says, at Norm.ErrorFull or more) is at the
+// minimum level whatever the weights: the errors weight tunes how much a
+// few failures count, never whether a failing backend keeps its traffic.
 //
 // It asks the router to hide backends too small for a request
 // (CapabilityAware). It reads no clock: weights are recomputed from the views
@@ -176,13 +204,17 @@ func (pr *Pressure) refresh(views []View) {
 	for i := range views {
 		v, st := &views[i], &pr.state[i]
 		p := &st.Pressures
-		pr.scorer.Normalise(p, &avail, v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: Backlog(v), Overload: v.Overload}, &v.Path)
+		pr.scorer.Normalise(p, &avail, v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: Backlog(v), Overload: v.Overload,
+			Busy: float64(v.Outstanding()+v.Queued) / float64(max(v.Capacity, 1))}, &v.Path)
 		// The router's own count of failures is fresher than the report's.
 		if e := v.ErrorRate / errorFull; e > p[telemetry.SigErrors] || !avail[telemetry.SigErrors] {
 			p[telemetry.SigErrors] = min(max(e, p[telemetry.SigErrors]), 1)
 			avail[telemetry.SigErrors] = true
 		}
 		score, _, fallback := pr.scorer.Score(p, &avail)
+		if p[telemetry.SigErrors] >= 1 {
+			score = 1 // failing at Norm.ErrorFull or more: the minimum, whatever the weights
+		}
 		st.Rank = proj.Project(st.Rank, score)
 		st.Weight = PlacementWeight(v.Capacity, st.Rank)
 		st.Score, st.Fallback = score, fallback

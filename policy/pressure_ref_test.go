@@ -22,12 +22,16 @@ func refreshReference(pp PressureParams, state []BackendWeight, views []View) []
 		// The backlog: waiting at the backend and here, or everything
 		// outstanding and queued here beyond the capacity.
 		backlog := max(v.Waiting+v.Queued, v.Active+v.Pending+v.Waiting+v.Queued-v.Capacity)
-		p, avail := telemetry.Normalise(v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: backlog, Overload: v.Overload}, v.Path, pp.Norm)
+		p, avail := telemetry.Normalise(v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: backlog, Overload: v.Overload,
+			Busy: float64(v.Active+v.Pending+v.Waiting+v.Queued) / float64(max(v.Capacity, 1))}, v.Path, pp.Norm)
 		if e := v.ErrorRate / pp.Norm.ErrorFull; e > p[telemetry.SigErrors] || !avail[telemetry.SigErrors] {
 			p[telemetry.SigErrors] = min(max(e, p[telemetry.SigErrors]), 1)
 			avail[telemetry.SigErrors] = true
 		}
 		score, fallback := telemetry.Score(p, avail, pp.Weights)
+		if avail[telemetry.SigErrors] && p[telemetry.SigErrors] >= 1 {
+			score = 1
+		}
 		st := &state[i]
 		st.Rank = pp.Projector.Project(st.Rank, score)
 		st.Weight = max(v.Capacity, 1) * st.Rank
@@ -89,7 +93,7 @@ func TestPressureRefreshMatchesReference(t *testing.T) {
 			for s := range pp.Weights {
 				pp.Weights[s] = float64(s%4) * 0.3
 			}
-			pp.Norm.ErrorFull, pp.Norm.TempOK, pp.Norm.TempMax = 0.3, 70, 95
+			pp.Norm.ErrorFull, pp.Norm.TempOK, pp.Norm.TempMax, pp.Norm.BusyKnee = 0.3, 70, 95, 0.4
 			pp.Projector = telemetry.Projector{Max: 50, Min: 2, Hysteresis: 3}
 			return pp
 		}},

@@ -27,6 +27,17 @@ func shares(p Policy, vs []View) []int {
 	return n
 }
 
+// untunedPressure is pressure with every signal weighted
+// (UntunedPressureParams), to test each signal's effect.
+func untunedPressure(t *testing.T, n int) *Pressure {
+	t.Helper()
+	p, err := NewPressure(DefaultParams(), UntunedPressureParams(), backends(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestPressureDeweightsFailingAndHotBackends(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -42,7 +53,7 @@ func TestPressureDeweightsFailingAndHotBackends(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			vs := pressureViews(4)
-			p := newPolicy(t, "pressure", backends(4))
+			p := untunedPressure(t, 4)
 			base := shares(p, vs)
 			tt.mutate(&vs[2])
 			after := shares(p, vs)
@@ -166,5 +177,27 @@ func TestPressureReactsToOwnBacklog(t *testing.T) {
 	vs[1].Pending, vs[2].Queued = 0, 0 // drained: weights come back
 	if back := p.Weights(vs, nil); back[1].Weight != before[1].Weight || back[2].Weight != before[2].Weight {
 		t.Errorf("weights %d, %d after the backlog drained, want %d, %d", back[1].Weight, back[2].Weight, before[1].Weight, before[2].Weight)
+	}
+}
+
+// TestPressureFailingBackendAtMinimum: a backend failing at the errors
+// level or more is at the minimum level whatever the errors weight; below
+// it, the weight decides.
+func TestPressureFailingBackendAtMinimum(t *testing.T) {
+	pp := DefaultPressureParams()
+	pp.Weights[telemetry.SigErrors] = 0.1
+	p, err := NewPressure(DefaultParams(), pp, backends(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := pressureViews(2)
+	vs[0].ErrorRate = pp.Norm.ErrorFull
+	vs[1].ErrorRate = pp.Norm.ErrorFull / 2
+	ws := p.Weights(vs, nil)
+	if ws[0].Rank != pp.Projector.Min {
+		t.Errorf("failing backend at level %d, want the minimum %d", ws[0].Rank, pp.Projector.Min)
+	}
+	if ws[1].Rank <= pp.Projector.Min {
+		t.Errorf("backend at half the errors level at level %d, want above the minimum with errors weight 0.1", ws[1].Rank)
 	}
 }
