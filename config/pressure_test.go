@@ -45,7 +45,7 @@ func TestFleetPressureSection(t *testing.T) {
 	}
 
 	// No section, or one that changes nothing: the defaults.
-	for _, doc := range []string{oneRegion, oneRegion + "pressure: {weights: {queue: 0.25}}\n"} {
+	for _, doc := range []string{oneRegion, oneRegion + "pressure: {weights: {queue: 1}}\n"} {
 		f, err := Parse("d.yaml", []byte(doc))
 		if err != nil {
 			t.Fatal(err)

@@ -18,23 +18,21 @@ type PressureParams struct {
 
 // DefaultPressureParams are the pressure policy's defaults, found by the
 // tuning search of docs/pressure.md (study.TunePressure: a coordinate search
-// on the resilience study's phases, training seeds 11-13, checked on the
+// on the resilience study's phases, training seeds 11-15, checked on the
 // held-out seeds 1-5) from telemetry's first, hand-set values
 // (UntunedPressureParams):
 //
-//	weights  queue 0.25, kv 0.25, errors 0.5, rtt 0.25; ttft, gpu, mem, sm, dram, jitter and thermal 0
-//	norm     telemetry.DefaultNorm (queue full at a backlog of half the slots)
-//	levels   1-100 with a hysteresis of 20
+//	weights  queue 1, kv 0.25, gpu/mem/sm/dram 0.05 each, errors 1, rtt 0.25; ttft, jitter and thermal 0
+//	norm     telemetry.DefaultNorm (queue full at a backlog of half the slots, busy share off)
+//	levels   1-100 with a hysteresis of 10
 //
 // A fleet file's pressure section, or a router's --pressure file, replaces
 // any part of them.
 func DefaultPressureParams() PressureParams {
 	pp := UntunedPressureParams()
 	w := &pp.Weights
-	w[telemetry.SigQueue], w[telemetry.SigKV], w[telemetry.SigErrors], w[telemetry.SigRTT] = 0.25, 0.25, 0.5, 0.25
+	w[telemetry.SigQueue], w[telemetry.SigKV], w[telemetry.SigErrors], w[telemetry.SigRTT] = 1, 0.25, 1, 0.25
 	w[telemetry.SigTTFT], w[telemetry.SigJitter], w[telemetry.SigThermal] = 0, 0, 0
-	w[telemetry.SigGPU], w[telemetry.SigMem], w[telemetry.SigSM], w[telemetry.SigDRAM] = 0, 0, 0, 0
-	pp.Projector.Hysteresis = 20
 	return pp
 }
 
@@ -81,9 +79,11 @@ func (pp PressureParams) Validate() error {
 // creates the backlog, not when the gateways next report; the reported
 // signals (TTFT, KV fill, hardware, errors, heat, path) stay for what only
 // they can tell. Since the backlog is zero while a backend has free slots,
-// load does not move sessions in the normal course of things; the
-// projector's hysteresis keeps small moves of the reported signals from
-// moving them either.
+// the router's own counts do not move sessions in the normal course of
+// things; the projector's hysteresis keeps small moves of the reported
+// signals from moving them either, and the tuned defaults give the fast-
+// moving reported signals (TTFT, jitter, heat) no weight at all, since each
+// move of a weight moves sessions off their prefix cache (docs/pressure.md).
 //
 // A backend whose error pressure is full (its error rate, as the router
 // counts it or as its report says, at Norm.ErrorFull or more) is at the

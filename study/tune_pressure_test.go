@@ -80,13 +80,13 @@ func TestPressureYAMLRoundTrip(t *testing.T) {
 //
 //	go test ./study -run TestTunePressure -tune -tune-out out/tune -v -timeout 2h
 //
-// training seeds 11-13, held-out seeds 1-5 (the resilience study's), from
+// training seeds 11-15, held-out seeds 1-5 (the resilience study's), from
 // the untuned values (policy.UntunedPressureParams). It prints the resulting pressure section.
 func TestTunePressure(t *testing.T) {
 	if !*tuneFlag {
 		t.Skip("the tuning search runs with -tune")
 	}
-	res, err := TunePressure(context.Background(), TuneOptions{Train: []uint64{11, 12, 13}, Test: []uint64{1, 2, 3, 4, 5},
+	res, err := TunePressure(context.Background(), TuneOptions{Train: []uint64{11, 12, 13, 14, 15}, Test: []uint64{1, 2, 3, 4, 5},
 		Start: policy.UntunedPressureParams(), Log: func(s string) { t.Log(s) }})
 	if err != nil {
 		t.Fatal(err)
@@ -126,14 +126,14 @@ var burstFlag = flag.Bool("burst-figures", false, "print the burst phase's routi
 
 // TestBurstFigures prints the burst phase's routing reaction and weight
 // change rates for pressure with its defaults, at the phase's 50 sessions
-// per burst and at 300 (docs/bench/pressure.md):
+// per burst and at 1,500, enough to overflow every backend's slots (docs/bench/pressure.md):
 //
 //	go test ./study -run TestBurstFigures -burst-figures -v
 func TestBurstFigures(t *testing.T) {
 	if !*burstFlag {
 		t.Skip("runs with -burst-figures")
 	}
-	for _, size := range []int{50, 300} {
+	for _, size := range []int{50, 1500} {
 		figs, err := BurstPhaseFigures(context.Background(), "pressure", nil, []uint64{1, 2, 3, 4, 5}, size)
 		if err != nil {
 			t.Fatal(err)

@@ -9,9 +9,10 @@ import (
 // Weights weigh the pressures in the score.
 type Weights [NumSignals]float64
 
-// DefaultWeights are the score's weights. They were fixed, with the
-// normalisation levels of DefaultNorm, before any measurement, and no study
-// tunes them per scenario:
+// DefaultWeights are the score's first weights. They were fixed, with the
+// normalisation levels of DefaultNorm, before any measurement; they are the
+// start of the pressure policy's tuning search, whose result
+// (policy.DefaultPressureParams) the policy uses by default:
 //
 //	queue 0.25, ttft 0.25, kv 0.10, gpu 0.05, mem 0.05, sm 0.05, dram 0.05   (load: 0.80 in all)
 //	errors 1.00      one signal alone can take a backend to the minimum weight
