@@ -46,6 +46,10 @@ type Fleet struct {
 	// Pools split the backends into pools the live router picks by length
 	// and model before placement (pools.go).
 	Pools []PoolFileSpec `yaml:"pools"`
+
+	// Pressure is the pressure policy's scoring (see PressureSpec); Parse
+	// moves it into Policy.Pressure.
+	Pressure *PressureSpec `yaml:"pressure"`
 }
 
 // RegionSpec is one region of a fleet file.
@@ -73,7 +77,8 @@ type BackendFileSpec struct {
 // defaultFleet holds every default a file may leave out.
 func defaultFleet() Fleet {
 	return Fleet{Engine: "half", ClientLatency: time.Millisecond, Gateway: gateway.DefaultConfig(),
-		Policy: policy.DefaultParams(), Workload: workload.DefaultConfig(), Client: client.DefaultConfig()}
+		Policy: policy.DefaultParams(), Workload: workload.DefaultConfig(), Client: client.DefaultConfig(),
+		Pressure: defaultPressureSpec()}
 }
 
 // Parse decodes a fleet file strictly. name is used in error messages.
@@ -104,6 +109,9 @@ func Parse(name string, data []byte) (*Fleet, error) {
 		return nil, fmt.Errorf("fleet file %s: %w", name, err)
 	}
 	if err := f.checkPools(); err != nil {
+		return nil, fmt.Errorf("fleet file %s: %w", name, err)
+	}
+	if err := f.resolvePressure(); err != nil {
 		return nil, fmt.Errorf("fleet file %s: %w", name, err)
 	}
 	return &f, nil

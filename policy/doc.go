@@ -58,13 +58,17 @@
 // # pressure
 //
 // Telemetry-aware placement (see Pressure): every signal the router holds
-// about a backend is normalised and summed with fixed weights into a score,
-// projected to an integer weight 1-100 with hysteresis, and the weights scale
-// pulsar-waw's rendezvous ranking. The default weights and normalisation
-// levels are documented in package telemetry (DefaultWeights, DefaultNorm);
-// they were fixed before any measurement and are not tuned per scenario. It
-// asks the router to hide backends too small for a request, and reports its
-// weights and fallback flags through WeightReporter.
+// about a backend is normalised and summed with weights into a score,
+// projected to a level 1-100 with hysteresis, and the backend's weight is
+// its capacity times that level (PlacementWeight): pulsar-waw's rendezvous
+// ranking and band over those weights, the same weights the router reports
+// and exports over xDS. The queue pressure is the router's own count
+// (Backlog, View.Overload) and moves at the pick. The default weights and
+// levels (DefaultPressureParams) come from a tuning search documented in
+// docs/pressure.md; a fleet file's pressure section (Params.Pressure)
+// replaces them. It asks the router to hide backends too small for a
+// request, and reports its weights and fallback flags through
+// WeightReporter.
 //
 // # The baselines
 //

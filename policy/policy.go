@@ -43,6 +43,11 @@ type View struct {
 	// backend that failed (overload refusals and context-length errors
 	// excluded).
 	ErrorRate float64
+	// Overload is the share of this router's recent answers from the
+	// backend that were overload refusals (503 or 429 before the first
+	// byte), decayed as ErrorRate is: a signal the router has the moment
+	// the answer arrives, before any report shows the backend's queue.
+	Overload float64
 	// Signals is the backend's latest telemetry report, nil if none.
 	Signals *telemetry.Signals
 	// Path is this router's estimate of the network path to the backend.
@@ -136,6 +141,19 @@ type Params struct {
 	Weight string `yaml:"weight" json:"weight"`
 	// Prefix are the prefix policy's tunables (see PrefixParams).
 	Prefix PrefixParams `yaml:"prefix" json:"prefix"`
+	// Pressure, if set, is the pressure policy's scoring (from a fleet
+	// file's pressure section or a router's --pressure file); nil means
+	// DefaultPressureParams.
+	Pressure *PressureParams `yaml:"-" json:"pressure,omitempty"`
+}
+
+// PressureParams returns the pressure policy's scoring: p.Pressure, or the
+// defaults.
+func (p Params) PressureParams() PressureParams {
+	if p.Pressure != nil {
+		return *p.Pressure
+	}
+	return DefaultPressureParams()
 }
 
 // DefaultParams are DESIGN's values.
@@ -170,6 +188,9 @@ func (p Params) Validate() error {
 		errs = append(errs, fmt.Errorf("weight must be %q or %q, got %q", WeightMaxInputTPS, WeightCapacity, p.Weight))
 	}
 	errs = append(errs, p.Prefix.validate()...)
+	if p.Pressure != nil {
+		errs = append(errs, p.Pressure.Validate())
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("policy params: %w", err)
 	}
@@ -206,7 +227,7 @@ func NewRegistry() *Registry {
 	})
 	r.Register(PrefixName, func(p Params, b []Backend, _ *rand.Rand) (Policy, error) { return NewPrefix(p, b) })
 	r.Register("pressure", func(p Params, b []Backend, _ *rand.Rand) (Policy, error) {
-		return NewPressure(p, DefaultPressureParams(), b)
+		return NewPressure(p, p.PressureParams(), b)
 	})
 	return r
 }

@@ -16,10 +16,31 @@ type PressureParams struct {
 	Projector telemetry.Projector
 }
 
-// DefaultPressureParams are telemetry's documented defaults, fixed before
-// any measurement: telemetry.DefaultWeights, telemetry.DefaultNorm and
-// weights 1-100 with a hysteresis of 10.
+// DefaultPressureParams are the pressure policy's defaults, found by the
+// tuning search of docs/pressure.md (study.TunePressure: a coordinate search
+// on the resilience study's phases, training seeds 11-15, checked on the
+// held-out seeds 1-5) from telemetry's first, hand-set values
+// (UntunedPressureParams):
+//
+//	weights  queue 1, kv 0.25, gpu/mem/sm/dram 0.05 each, errors 1, rtt 0.25; ttft, jitter and thermal 0
+//	norm     telemetry.DefaultNorm (queue full at a backlog of half the slots, busy share off)
+//	levels   1-100 with a hysteresis of 10
+//
+// A fleet file's pressure section, or a router's --pressure file, replaces
+// any part of them.
 func DefaultPressureParams() PressureParams {
+	pp := UntunedPressureParams()
+	w := &pp.Weights
+	w[telemetry.SigQueue], w[telemetry.SigKV], w[telemetry.SigErrors], w[telemetry.SigRTT] = 1, 0.25, 1, 0.25
+	w[telemetry.SigTTFT], w[telemetry.SigJitter], w[telemetry.SigThermal] = 0, 0, 0
+	return pp
+}
+
+// UntunedPressureParams are telemetry's documented first values, fixed
+// before any measurement: telemetry.DefaultWeights, telemetry.DefaultNorm
+// and levels 1-100 with a hysteresis of 10. They are the tuning search's
+// start.
+func UntunedPressureParams() PressureParams {
 	return PressureParams{Weights: telemetry.DefaultWeights(), Norm: telemetry.DefaultNorm(), Projector: telemetry.DefaultProjector()}
 }
 
@@ -33,33 +54,48 @@ func (pp PressureParams) Validate() error {
 	return nil
 }
 
-// Pressure is telemetry-aware placement. For each backend it normalises the
-// signals the router holds (the gateway's report, this router's queue, error
-// rate and network path) to pressures in [0,1], sums them with fixed weights
-// (telemetry.Score) and projects the score to an integer weight 1-100 with
-// hysteresis (telemetry.Projector): a backend under no pressure weighs 100,
-// one under full pressure 1. That weight (Weight) is what the router reports
-// and exports.
+// Pressure is telemetry-aware placement by one weight per backend. For each
+// backend it normalises the signals the router holds to pressures in [0,1]
+// (telemetry.Normalise), sums them with the configured weights
+// (telemetry.Score) and projects the score to a level from Projector.Max (no
+// pressure) down to Projector.Min (full pressure) with hysteresis
+// (telemetry.Projector). The backend's weight is its capacity times that
+// level (PlacementWeight): the one number the router places by, reports on
+// its backends endpoint and exports to Envoy over xDS.
 //
-// Requests are placed as pulsar-waw places them (weighted rendezvous
-// affinity, a widening band, a bounded wait, overflow only to a free slot),
-// with each backend's rendezvous weight its capacity times its health weight
-// (Rank): the same score and projection over the pressures that are not load
-// (errors, thermal, RTT, jitter). Load already steers placement through free
-// slots and the band; letting it move the ranking as well moved sessions off
-// their prefix cache whenever load fluctuated. The first version ranked by
-// the full weight and, with no fault at all, had a TTFT p99 of 1.74 s against
-// pulsar-waw's 0.72 s in the resilience study (5 seeds); ranking by health
-// alone leaves a fault-free fleet placed exactly as pulsar-waw places it. So
-// sessions keep their backend, and their prefix cache, until its health
-// moves; then only the sessions whose ranking changes move with it.
+// Requests are placed by weighted rendezvous hashing over those weights, as
+// pulsar-waw places them over capacities (a session's backend is the one
+// ranking it first, which keeps its prefix cache; a widening band, a
+// bounded wait, overflow only to a free slot). With no pressure at all the
+// weights are the capacities times Projector.Max, so a quiet fleet is placed
+// exactly as pulsar-waw places it.
+//
+// The load part of the score is built for speed and stability. The queue
+// pressure comes from what the router counts itself at the instant of the
+// pick: its own dispatches beyond a backend's free slots, the requests
+// waiting at the backend and at this router (the backlog), and the share of
+// its recent answers from the backend that were overload refusals (503/429,
+// View.Overload). A burst therefore moves the weights at the pick that
+// creates the backlog, not when the gateways next report; the reported
+// signals (TTFT, KV fill, hardware, errors, heat, path) stay for what only
+// they can tell. Since the backlog is zero while a backend has free slots,
+// the router's own counts do not move sessions in the normal course of
+// things; the projector's hysteresis keeps small moves of the reported
+// signals from moving them either, and the tuned defaults give the fast-
+// moving reported signals (TTFT, jitter, heat) no weight at all, since each
+// move of a weight moves sessions off their prefix cache (docs/pressure.md).
+//
+// A backend whose error pressure is full (its error rate, as the router
+// counts it or as its report says, at Norm.ErrorFull or more) is at the
+// minimum level whatever the weights: the errors weight tunes how much a
+// few failures count, never whether a failing backend keeps its traffic.
 //
 // It asks the router to hide backends too small for a request
 // (CapabilityAware). It reads no clock: weights are recomputed from the views
 // at every pick, so how often picks come does not change them.
 //
-// Weights reports each backend's weight, score, pressures and whether its
-// score ran without the hardware source (fallback).
+// Weights reports each backend's weight, level, score, pressures and whether
+// its score ran without the hardware source (fallback).
 type Pressure struct {
 	p      Params
 	pp     PressureParams
@@ -105,10 +141,11 @@ func (*Pressure) CapabilityAware() bool { return true }
 
 // BackendWeight is one backend's standing under a weighting policy.
 type BackendWeight struct {
-	// Weight is the projected integer weight (0 before the first refresh).
+	// Weight is the weight the policy places by (pressure: the capacity
+	// times Rank; 0 before the first refresh).
 	Weight int `json:"weight"`
-	// Rank is the weight projected from the pressures that are not load,
-	// which ranks sessions (0 before the first refresh).
+	// Rank is pressure's level: the score projected to Projector.Min..Max
+	// with hysteresis (0 before the first refresh).
 	Rank int `json:"rank"`
 	// Score is the pressure score in [0,1].
 	Score float64 `json:"score"`
@@ -137,10 +174,24 @@ func (pr *Pressure) LastWeights(out []BackendWeight) []BackendWeight {
 	return append(out, pr.state...)
 }
 
-// refresh recomputes every backend's score and weight: telemetry.Normalise,
-// then telemetry.Score over every pressure and over the health pressures,
-// through a telemetry.Scorer (the same results, without copying the
-// parameters and pressures for every backend).
+// PlacementWeight is a backend's placement weight under pressure: its
+// capacity times its projected level. Pick ranks sessions by it, Weights
+// reports it, and the live router exports it to Envoy.
+func PlacementWeight(capacity, level int) int { return max(capacity, 1) * level }
+
+// Backlog is what a router counts of backend v's load beyond its engine
+// slots at the instant of a pick: the requests waiting at the backend (its
+// last report) and at this router, or, if more, everything outstanding and
+// queued here less the capacity (this router's own dispatches past the free
+// slots, which the backend's next report will show as waiting).
+func Backlog(v *View) int {
+	return max(v.Waiting+v.Queued, v.Outstanding()+v.Queued-v.Capacity)
+}
+
+// refresh recomputes every backend's score, level and weight:
+// telemetry.Normalise, then telemetry.Score, through a telemetry.Scorer
+// (the same results, without copying the parameters and pressures for
+// every backend).
 func (pr *Pressure) refresh(views []View) {
 	if n := len(pr.state); n < len(views) {
 		// One allocation for a new fleet size; new backends start at zero.
@@ -153,20 +204,25 @@ func (pr *Pressure) refresh(views []View) {
 	for i := range views {
 		v, st := &views[i], &pr.state[i]
 		p := &st.Pressures
-		pr.scorer.Normalise(p, &avail, v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: v.Waiting + v.Queued}, &v.Path)
+		pr.scorer.Normalise(p, &avail, v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: Backlog(v), Overload: v.Overload,
+			Busy: float64(v.Outstanding()+v.Queued) / float64(max(v.Capacity, 1))}, &v.Path)
 		// The router's own count of failures is fresher than the report's.
 		if e := v.ErrorRate / errorFull; e > p[telemetry.SigErrors] || !avail[telemetry.SigErrors] {
 			p[telemetry.SigErrors] = min(max(e, p[telemetry.SigErrors]), 1)
 			avail[telemetry.SigErrors] = true
 		}
-		score, health, fallback := pr.scorer.Score(p, &avail)
-		st.Weight = proj.Project(st.Weight, score)
-		st.Rank = proj.Project(st.Rank, health)
+		score, _, fallback := pr.scorer.Score(p, &avail)
+		if p[telemetry.SigErrors] >= 1 {
+			score = 1 // failing at Norm.ErrorFull or more: the minimum, whatever the weights
+		}
+		st.Rank = proj.Project(st.Rank, score)
+		st.Weight = PlacementWeight(v.Capacity, st.Rank)
 		st.Score, st.Fallback = score, fallback
 	}
 }
 
-// Pick implements Policy.
+// Pick implements Policy: weighted rendezvous over the placement weights
+// (PlacementWeight), then pulsar-waw's band.
 func (pr *Pressure) Pick(now time.Duration, r *Request, views []View) Decision {
 	pr.refresh(views)
 	strict := anyEligible(r, views)
@@ -177,8 +233,7 @@ func (pr *Pressure) Pick(now time.Duration, r *Request, views []View) Decision {
 			pr.scores[i] = math.Inf(-1)
 			continue
 		}
-		w := float64(v.Capacity) * float64(pr.state[i].Rank)
-		pr.scores[i] = -w / math.Log(unit(mix(r.Session^v.Key)))
+		pr.scores[i] = -float64(pr.state[i].Weight) / math.Log(unit(mix(r.Session^v.Key)))
 	}
 	return bandPick(pr.p, now, r, views, pr.scores)
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // refreshReference is the pressure update written plainly with
-// telemetry.Normalise and telemetry.Score, as the policy first computed it.
+// telemetry.Normalise and telemetry.Score.
 // Pressure.refresh must give the same state, bit for bit.
 func refreshReference(pp PressureParams, state []BackendWeight, views []View) []BackendWeight {
 	for len(state) < len(views) {
@@ -19,22 +19,22 @@ func refreshReference(pp PressureParams, state []BackendWeight, views []View) []
 	state = state[:len(views)]
 	for i := range views {
 		v := &views[i]
-		p, avail := telemetry.Normalise(v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: v.Waiting + v.Queued}, v.Path, pp.Norm)
+		// The backlog: waiting at the backend and here, or everything
+		// outstanding and queued here beyond the capacity.
+		backlog := max(v.Waiting+v.Queued, v.Active+v.Pending+v.Waiting+v.Queued-v.Capacity)
+		p, avail := telemetry.Normalise(v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: backlog, Overload: v.Overload,
+			Busy: float64(v.Active+v.Pending+v.Waiting+v.Queued) / float64(max(v.Capacity, 1))}, v.Path, pp.Norm)
 		if e := v.ErrorRate / pp.Norm.ErrorFull; e > p[telemetry.SigErrors] || !avail[telemetry.SigErrors] {
 			p[telemetry.SigErrors] = min(max(e, p[telemetry.SigErrors]), 1)
 			avail[telemetry.SigErrors] = true
 		}
 		score, fallback := telemetry.Score(p, avail, pp.Weights)
-		health := avail
-		for s := range telemetry.NumSignals {
-			if s.Load() {
-				health[s] = false
-			}
+		if avail[telemetry.SigErrors] && p[telemetry.SigErrors] >= 1 {
+			score = 1
 		}
-		healthScore, _ := telemetry.Score(p, health, pp.Weights)
 		st := &state[i]
-		st.Weight = pp.Projector.Project(st.Weight, score)
-		st.Rank = pp.Projector.Project(st.Rank, healthScore)
+		st.Rank = pp.Projector.Project(st.Rank, score)
+		st.Weight = max(v.Capacity, 1) * st.Rank
 		st.Score, st.Fallback, st.Pressures = score, fallback, p
 	}
 	return state
@@ -60,7 +60,9 @@ func randomRatio(rng *rand.Rand) float64 {
 func randomView(rng *rand.Rand, v *View) {
 	v.Capacity = []int{0, 1, 25, 100}[rng.IntN(4)]
 	v.Waiting, v.Queued = rng.IntN(80)-5, rng.IntN(20)
+	v.Active, v.Pending = rng.IntN(110), rng.IntN(20)
 	v.ErrorRate = randomRatio(rng) / 4
+	v.Overload = randomRatio(rng) / 2
 	v.Path = telemetry.Path{}
 	if rng.IntN(3) > 0 {
 		v.Path = telemetry.Path{Known: true, RTT: time.Duration(rng.Int64N(int64(400 * time.Millisecond))),
@@ -91,7 +93,7 @@ func TestPressureRefreshMatchesReference(t *testing.T) {
 			for s := range pp.Weights {
 				pp.Weights[s] = float64(s%4) * 0.3
 			}
-			pp.Norm.ErrorFull, pp.Norm.TempOK, pp.Norm.TempMax = 0.3, 70, 95
+			pp.Norm.ErrorFull, pp.Norm.TempOK, pp.Norm.TempMax, pp.Norm.BusyKnee = 0.3, 70, 95, 0.4
 			pp.Projector = telemetry.Projector{Max: 50, Min: 2, Hysteresis: 3}
 			return pp
 		}},

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stargate-llm/stargate/telemetry"
@@ -26,6 +27,17 @@ func shares(p Policy, vs []View) []int {
 	return n
 }
 
+// untunedPressure is pressure with every signal weighted
+// (UntunedPressureParams), to test each signal's effect.
+func untunedPressure(t *testing.T, n int) *Pressure {
+	t.Helper()
+	p, err := NewPressure(DefaultParams(), UntunedPressureParams(), backends(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestPressureDeweightsFailingAndHotBackends(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -41,7 +53,7 @@ func TestPressureDeweightsFailingAndHotBackends(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			vs := pressureViews(4)
-			p := newPolicy(t, "pressure", backends(4))
+			p := untunedPressure(t, 4)
 			base := shares(p, vs)
 			tt.mutate(&vs[2])
 			after := shares(p, vs)
@@ -97,8 +109,8 @@ func TestPressureFallbackFlag(t *testing.T) {
 		t.Errorf("fallback flags %v %v %v, want false true true", ws[0].Fallback, ws[1].Fallback, ws[2].Fallback)
 	}
 	for i, w := range ws {
-		if w.Weight < 1 || w.Weight > 100 {
-			t.Errorf("backend %d weight %d outside 1-100", i, w.Weight)
+		if w.Rank < 1 || w.Rank > 100 || w.Weight != vs[i].Capacity*w.Rank {
+			t.Errorf("backend %d: level %d (want 1-100), weight %d (want capacity %d times the level)", i, w.Rank, w.Weight, vs[i].Capacity)
 		}
 	}
 	if !p.CapabilityAware() {
@@ -106,5 +118,86 @@ func TestPressureFallbackFlag(t *testing.T) {
 	}
 	if _, err := NewPressure(DefaultParams(), PressureParams{}, nil); err == nil {
 		t.Error("zero pressure params accepted")
+	}
+}
+
+// TestPressurePlacesByItsWeights: the weights pressure reports (and a live
+// router exports to Envoy) are the weights it places by: with every backend
+// free, each session goes to the backend ranking it first by weighted
+// rendezvous over the reported weights.
+func TestPressurePlacesByItsWeights(t *testing.T) {
+	vs := pressureViews(6)
+	vs[1].Capacity, vs[4].Capacity = 40, 250
+	vs[2].Signals.TempC = 84
+	vs[3].ErrorRate = 0.03
+	vs[5].Path = telemetry.Path{Known: true, RTT: 80 * ms, Jitter: 10 * ms}
+	p := newPolicy(t, "pressure", backends(6)).(*Pressure)
+	ws := p.Weights(vs, nil)
+	for s := uint64(1); s <= 5000; s++ {
+		best, bestScore := -1, 0.0
+		for i := range vs {
+			if sc := -float64(ws[i].Weight) / math.Log(unit(mix(s^vs[i].Key))); best < 0 || sc > bestScore {
+				best, bestScore = i, sc
+			}
+		}
+		if d := p.Pick(0, &Request{Session: s, QueuedAt: -1}, vs); d.Kind != Dispatch || d.Backend != best {
+			t.Fatalf("session %d: picked %+v, the reported weights %v rank backend %d first", s, d, ws, best)
+		}
+	}
+	for i, w := range p.LastWeights(nil) {
+		if w.Weight != ws[i].Weight || w.Weight != PlacementWeight(vs[i].Capacity, w.Rank) {
+			t.Errorf("backend %d: last weight %d, reported %d, capacity x level %d", i, w.Weight, ws[i].Weight, PlacementWeight(vs[i].Capacity, w.Rank))
+		}
+	}
+}
+
+// TestPressureReactsToOwnBacklog: the router's own dispatches past a
+// backend's free slots, and requests waiting at the router, lower its
+// weight at the next pick, before any report shows the queue; a backend
+// with free slots keeps its weight however busy.
+func TestPressureReactsToOwnBacklog(t *testing.T) {
+	vs := pressureViews(3)
+	for i := range vs {
+		vs[i].Capacity, vs[i].Active = 10, 6
+	}
+	p := newPolicy(t, "pressure", backends(3)).(*Pressure)
+	before := p.Weights(vs, nil)
+	vs[0].Pending = 3 // busy, still within its slots
+	if w := p.Weights(vs, nil); w[0].Weight != before[0].Weight {
+		t.Errorf("weight %d -> %d for a backend with free slots", before[0].Weight, w[0].Weight)
+	}
+	vs[1].Pending = 9 // 5 past its slots: the burst shows at once
+	vs[2].Queued = 4  // waiting at this router
+	after := p.Weights(vs, nil)
+	for _, b := range []int{1, 2} {
+		if after[b].Weight >= before[b].Weight {
+			t.Errorf("backend %d: weight %d -> %d with a backlog of %d", b, before[b].Weight, after[b].Weight, Backlog(&vs[b]))
+		}
+	}
+	vs[1].Pending, vs[2].Queued = 0, 0 // drained: weights come back
+	if back := p.Weights(vs, nil); back[1].Weight != before[1].Weight || back[2].Weight != before[2].Weight {
+		t.Errorf("weights %d, %d after the backlog drained, want %d, %d", back[1].Weight, back[2].Weight, before[1].Weight, before[2].Weight)
+	}
+}
+
+// TestPressureFailingBackendAtMinimum: a backend failing at the errors
+// level or more is at the minimum level whatever the errors weight; below
+// it, the weight decides.
+func TestPressureFailingBackendAtMinimum(t *testing.T) {
+	pp := DefaultPressureParams()
+	pp.Weights[telemetry.SigErrors] = 0.1
+	p, err := NewPressure(DefaultParams(), pp, backends(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := pressureViews(2)
+	vs[0].ErrorRate = pp.Norm.ErrorFull
+	vs[1].ErrorRate = pp.Norm.ErrorFull / 2
+	ws := p.Weights(vs, nil)
+	if ws[0].Rank != pp.Projector.Min {
+		t.Errorf("failing backend at level %d, want the minimum %d", ws[0].Rank, pp.Projector.Min)
+	}
+	if ws[1].Rank <= pp.Projector.Min {
+		t.Errorf("backend at half the errors level at level %d, want above the minimum with errors weight 0.1", ws[1].Rank)
 	}
 }

@@ -32,6 +32,11 @@ type Config struct {
 // DefaultErrorHalfLife is the error rate's default decay half-life.
 const DefaultErrorHalfLife = 5 * time.Second
 
+// DefaultOverloadHalfLife is the decay half-life of each backend's share of
+// overload refusals (View.Overload): short, so that the pressure a burst of
+// 503s puts on a backend fades within a few seconds of its last refusal.
+const DefaultOverloadHalfLife = time.Second
+
 // DefaultHeartbeatTTL is 1.5 heartbeat intervals of 500 ms: a killed
 // backend that was sending stats is Failed within 2 intervals of its death.
 // It is the simulator's and the studies' TTL. (The Solyx AI Grid paper fails
@@ -74,7 +79,11 @@ type lifecycle struct {
 	learned    gateway.LimitLearner // and what its refusals proved
 	errs       telemetry.ErrorRate
 	errTracked bool
-	path       telemetry.PathEstimator
+	// overloads is the share of answers that were overload refusals
+	// (View.Overload), decaying with DefaultOverloadHalfLife.
+	overloads   telemetry.ErrorRate
+	overTracked bool
+	path        telemetry.PathEstimator
 }
 
 // effective derives the lifecycle state.
@@ -254,6 +263,14 @@ func (r *Router) OnResult(now time.Duration, id BackendID, res Result) {
 			r.errTracked++
 		}
 		r.views[b].ErrorRate = l.errs.Rate(now)
+		if l.overTracked {
+			l.overloads.Observe(now, false)
+			r.views[b].Overload = l.overloads.Rate(now)
+		}
+	case Overloaded:
+		l.overloads.Observe(now, true)
+		l.overTracked = true
+		r.views[b].Overload = l.overloads.Rate(now)
 	case TooLong:
 		// The shell passes only a refusal in an engine's own form
 		// (gateway.ParseLimitBody); the learner weighs it against the
@@ -275,6 +292,9 @@ func (r *Router) refreshErrors(now time.Duration) {
 		return
 	}
 	for b := range r.life {
+		if l := &r.life[b]; l.overTracked {
+			r.views[b].Overload = l.overloads.Rate(now)
+		}
 		if l := &r.life[b]; l.errTracked {
 			r.views[b].ErrorRate = l.errs.Rate(now)
 		}

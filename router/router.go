@@ -214,7 +214,8 @@ func (r *Router) append(now time.Duration, b Backend) BackendID {
 	r.lastSeq = append(r.lastSeq, 0)
 	r.dispatched = append(r.dispatched, 0)
 	r.life = append(r.life, lifecycle{adminOK: true, state: telemetry.Ready, since: now, heard: now, advertised: b.MaxModelLen,
-		errs: telemetry.ErrorRate{HalfLife: r.cfg.errorHalfLife()}, path: telemetry.PathEstimator{Stale: r.cfg.PathStale}})
+		errs:      telemetry.ErrorRate{HalfLife: r.cfg.errorHalfLife()},
+		overloads: telemetry.ErrorRate{HalfLife: DefaultOverloadHalfLife}, path: telemetry.PathEstimator{Stale: r.cfg.PathStale}})
 	return id
 }
 

@@ -29,7 +29,7 @@ const PressureNoNet = "pressure-no-net"
 func ResilienceRegistry() *policy.Registry {
 	reg := policy.NewRegistry()
 	reg.Register(PressureNoNet, func(p policy.Params, b []policy.Backend, _ *rand.Rand) (policy.Policy, error) {
-		pp := policy.DefaultPressureParams()
+		pp := p.PressureParams()
 		pp.Weights[telemetry.SigRTT], pp.Weights[telemetry.SigJitter] = 0, 0
 		return policy.NewPressure(p, pp, b)
 	})

@@ -26,7 +26,11 @@
 // Every signal maps to a pressure in [0,1], 1 meaning most pressure. Values
 // are clamped; NaN counts as 0.
 //
-//	queue    (waiting + router-queued) / (capacity / 2): full when the backlog is half the engine slots
+//	queue    max(backlog / (Norm.QueueFull x capacity), overload share / Norm.OverloadFull): the backlog is
+//	         what the router counts beyond the engine slots (waiting at the backend or at this router, and
+//	         its own dispatches past the free slots), full at half the slots (QueueFull 0.5); the overload
+//	         share is the router's recent 503/429 answers from the backend, full at 0.2; optionally
+//	         (Norm.BusyKnee < 1) also the share of slots in use above the knee
 //	ttft     p95 TTFT / Norm.TTFTFull (5 s, half of DESIGN's 10 s SLO)
 //	errors   error rate / Norm.ErrorFull (0.10: one request in ten failing is full pressure)
 //	kv       KV-cache fill as reported (0..1)

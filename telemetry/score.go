@@ -9,9 +9,10 @@ import (
 // Weights weigh the pressures in the score.
 type Weights [NumSignals]float64
 
-// DefaultWeights are the score's weights. They were fixed, with the
-// normalisation levels of DefaultNorm, before any measurement, and no study
-// tunes them per scenario:
+// DefaultWeights are the score's first weights. They were fixed, with the
+// normalisation levels of DefaultNorm, before any measurement; they are the
+// start of the pressure policy's tuning search, whose result
+// (policy.DefaultPressureParams) the policy uses by default:
 //
 //	queue 0.25, ttft 0.25, kv 0.10, gpu 0.05, mem 0.05, sm 0.05, dram 0.05   (load: 0.80 in all)
 //	errors 1.00      one signal alone can take a backend to the minimum weight
@@ -98,10 +99,11 @@ func Score(p Pressures, avail [NumSignals]bool, w Weights) (score float64, fallb
 type Projector struct {
 	// Max is the weight of a backend under no pressure; Min that of one
 	// under full pressure (at least 1: a zero weight would be no weight).
-	Max, Min int
+	Max int `yaml:"max" json:"max"`
+	Min int `yaml:"min" json:"min"`
 	// Hysteresis is the least change of weight that is applied; smaller
 	// moves keep the current weight, so noise does not move sessions.
-	Hysteresis int
+	Hysteresis int `yaml:"hysteresis" json:"hysteresis"`
 }
 
 // DefaultProjector gives weights 1-100 that move in steps of at least 10.

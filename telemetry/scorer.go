@@ -67,7 +67,7 @@ func NewScorer(w Weights, n Norm) *Scorer {
 func (sc *Scorer) Normalise(p *Pressures, avail *[NumSignals]bool, sig *Signals, load Load, path *Path) {
 	switch {
 	case load.Capacity > 0:
-		p[SigQueue] = clamp01(2 * float64(load.Waiting) / float64(load.Capacity))
+		p[SigQueue] = queuePressure(load, &sc.n)
 		avail[SigQueue] = true
 	case sig != nil:
 		p[SigQueue] = clamp01(float64(sig.QueueDepth) / float64(max(sig.QueueDepth+sig.Running, 1)))

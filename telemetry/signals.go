@@ -121,12 +121,24 @@ type Norm struct {
 	TempOK        float64       `yaml:"temp_ok" json:"temp_ok"`
 	TempMax       float64       `yaml:"temp_max" json:"temp_max"`
 	ClockDropFull float64       `yaml:"clock_drop_full" json:"clock_drop_full"`
+	// QueueFull is the backlog, as a fraction of the backend's capacity,
+	// at which the queue pressure is full (0.5: half the engine slots).
+	QueueFull float64 `yaml:"queue_full" json:"queue_full"`
+	// OverloadFull is the share of a router's recent answers from the
+	// backend that were overload refusals (503/429) at which the queue
+	// pressure is full.
+	OverloadFull float64 `yaml:"overload_full" json:"overload_full"`
+	// BusyKnee is the share of a backend's slots in use (Load.Busy) above
+	// which the queue pressure rises, linearly to full when every slot is
+	// taken; 1 turns the busy share off (only the backlog counts).
+	BusyKnee float64 `yaml:"busy_knee" json:"busy_knee"`
 }
 
 // DefaultNorm returns the levels documented in the package comment.
 func DefaultNorm() Norm {
 	return Norm{TTFTFull: 5 * time.Second, ErrorFull: 0.10, RTTFull: 250 * time.Millisecond,
-		JitterFull: 25 * time.Millisecond, TempOK: 75, TempMax: 88, ClockDropFull: 0.3}
+		JitterFull: 25 * time.Millisecond, TempOK: 75, TempMax: 88, ClockDropFull: 0.3,
+		QueueFull: 0.5, OverloadFull: 0.2, BusyKnee: 1}
 }
 
 // Validate reports what is wrong with the levels.
@@ -144,6 +156,15 @@ func (n Norm) Validate() error {
 	if !(n.ClockDropFull > 0 && n.ClockDropFull <= 1) {
 		errs = append(errs, fmt.Errorf("clock_drop_full must be in (0,1], got %v", n.ClockDropFull))
 	}
+	if !(n.QueueFull > 0) || math.IsInf(n.QueueFull, 0) {
+		errs = append(errs, fmt.Errorf("queue_full must be a finite number > 0 (a fraction of capacity), got %v", n.QueueFull))
+	}
+	if !(n.OverloadFull > 0 && n.OverloadFull <= 1) {
+		errs = append(errs, fmt.Errorf("overload_full must be in (0,1], got %v", n.OverloadFull))
+	}
+	if !(n.BusyKnee >= 0 && n.BusyKnee <= 1) {
+		errs = append(errs, fmt.Errorf("busy_knee must be in [0,1] (1: off), got %v", n.BusyKnee))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("telemetry norm: %w", err)
 	}
@@ -153,8 +174,26 @@ func (n Norm) Validate() error {
 // Load is what a router counts itself about a backend at pick time.
 type Load struct {
 	Capacity int
-	// Waiting counts requests queued at the backend and at this router for it.
+	// Waiting counts requests queued at the backend and at this router for
+	// it: the backlog beyond the backend's engine slots.
 	Waiting int
+	// Overload is the share of this router's recent answers from the
+	// backend that were overload refusals (0..1).
+	Overload float64
+	// Busy is the share of the backend's slots this router counts in use
+	// (running, sent and not yet reported, queued), 0..1 and beyond.
+	Busy float64
+}
+
+// queuePressure is the queue pressure of a load with a known capacity: the
+// backlog over QueueFull x capacity, the overload share over OverloadFull,
+// or the busy share above BusyKnee, whichever is highest.
+func queuePressure(load Load, n *Norm) float64 {
+	q := max(clamp01(float64(load.Waiting)/(n.QueueFull*float64(load.Capacity))), clamp01(load.Overload/n.OverloadFull))
+	if n.BusyKnee < 1 {
+		q = max(q, clamp01((load.Busy-n.BusyKnee)/(1-n.BusyKnee)))
+	}
+	return q
 }
 
 // Normalise maps a backend's signals, the router's load counts and path to
@@ -163,7 +202,7 @@ type Load struct {
 // pressures are available.
 func Normalise(sig *Signals, load Load, path Path, n Norm) (p Pressures, avail [NumSignals]bool) {
 	if load.Capacity > 0 {
-		p[SigQueue] = clamp01(2 * float64(load.Waiting) / float64(load.Capacity))
+		p[SigQueue] = queuePressure(load, &n)
 		avail[SigQueue] = true
 	}
 	if path.Known {

@@ -188,6 +188,7 @@ func newRouterCmd() *cobra.Command {
 	gcfg.ID = "local"
 	var listen, keyFile, apiKeys, pprofAddr, xdsListen, k8sService, k8sPort, kubeconfig, gatewayListen string
 	var backends []string
+	var pressureFile string
 	var verbose bool
 	var sec secureFlags
 	cmd := &cobra.Command{
@@ -209,6 +210,13 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg := policy.NewRegistry()
+			if pressureFile != "" {
+				pp, err := config.LoadPressure(pressureFile)
+				if err != nil {
+					return usageError{err}
+				}
+				cfg.Params.Pressure = &pp
+			}
 			if err := loadKeys(keyFile, auth.RoleRouter, &cfg.Keys, &cfg.Key); err != nil {
 				return err
 			}
@@ -349,6 +357,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 	f.BoolVar(&cfg.Link, "link", cfg.Link, "reach gateways over one multiplexed connection each (plain HTTP for backends that do not accept it)")
 	f.StringVar(&cfg.ID, "id", cfg.ID, "this replica's name, sent to gateways")
 	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "placement policy ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
+	f.StringVar(&pressureFile, "pressure", "", "YAML file of the pressure policy's scoring: weights, norm, projection, as a fleet file's pressure section holds them (docs/pressure.md)")
 	f.StringVar(&keyFile, "hmac-key-file", "", "file of HMAC keys, one \"ROLE KEY-ID SECRET\" line each (docs/security.md): checks gateways' stats and operators' calls, signs requests to gateways")
 	addSecureFlags(f, &sec, true)
 	f.StringVar(&apiKeys, "api-keys", "", "file of client API keys, one per line (the key, or sha256:HEX of it)")

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stargate-llm/stargate/discovery"
+	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/router"
 	"github.com/stargate-llm/stargate/xds"
 )
@@ -42,5 +43,30 @@ func TestDiscoveredBackends(t *testing.T) {
 	got := discoveredBackends([]discovery.Target{{Addr: "10.0.0.1:9000", Ready: true, Name: "gw-0"}, {Addr: "10.0.0.2:9000", Name: "gw-1"}})
 	if len(got) != 2 || got[0] != (router.Discovered{Name: "gw-0", URL: "http://10.0.0.1:9000", Ready: true}) || got[1].Ready {
 		t.Fatalf("got %+v", got)
+	}
+}
+
+// TestXDSExportsPlacementWeights: under pressure, the weights a router
+// exports to Envoy are the weights its policy places by, for the same
+// snapshot of its backends: capacity times the projected level.
+func TestXDSExportsPlacementWeights(t *testing.T) {
+	cfg := router.DefaultConfig()
+	cfg.Policy = "pressure"
+	cfg.Static = []router.StaticBackend{{Name: "a", URL: "http://10.0.0.1:9000", Capacity: 8},
+		{Name: "b", URL: "http://10.0.0.2:9000", Capacity: 32}, {Name: "c", URL: "http://10.0.0.3:9000", Capacity: 1}}
+	srv, err := router.New(cfg, policy.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	eps := xdsEndpoints(srv.Backends())
+	placed := srv.LastWeights() // as the export's snapshot left them
+	if len(eps) != len(cfg.Static) || len(placed) != len(cfg.Static) {
+		t.Fatalf("%d endpoints and %d placement weights for %d backends", len(eps), len(placed), len(cfg.Static))
+	}
+	for i, sb := range cfg.Static {
+		if eps[i].ID != sb.Name || int(eps[i].Weight) != placed[i].Weight || placed[i].Weight != policy.PlacementWeight(sb.Capacity, placed[i].Rank) {
+			t.Errorf("backend %s: exported weight %d, placement weight %d, capacity %d x level %d", sb.Name, eps[i].Weight, placed[i].Weight, sb.Capacity, placed[i].Rank)
+		}
 	}
 }

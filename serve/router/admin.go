@@ -189,7 +189,9 @@ func (s *Server) Admin() AdminBackends {
 		_, scored = s.core.Policy().(policy.WeightKeeper) // the pressure policy
 	}
 	s.mu.Unlock()
-	return adminView(s.cfg.ID, s.cfg.Policy, time.Now().UTC(), s.now(), s.cfg.Liveness.HeartbeatTTL, scored, infos)
+	out := adminView(s.cfg.ID, s.cfg.Policy, time.Now().UTC(), s.now(), s.cfg.Liveness.HeartbeatTTL, scored, infos)
+	out.PressureWeights = pressureSet(s.cfg.Params.PressureParams().Weights) // the weights this router scores with
+	return out
 }
 
 // adminView maps Backends' entries to the admin JSON; now is the router's

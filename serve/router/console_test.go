@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-llm/stargate/policy"
 	rcore "github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/wire"
@@ -66,7 +67,7 @@ func TestBackendsJSONNamesAndUnits(t *testing.T) {
 		}
 	}
 	w, ok := v["pressure_weights"].(map[string]any)
-	if !ok || w["errors"] != telemetry.DefaultWeights()[telemetry.SigErrors] {
+	if !ok || w["errors"] != policy.DefaultPressureParams().Weights[telemetry.SigErrors] {
 		t.Errorf("pressure_weights %v", v["pressure_weights"])
 	}
 }
