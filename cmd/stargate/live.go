@@ -431,6 +431,7 @@ func newFleetCmd() *cobra.Command {
 	scale := 1.0
 	var seed uint64
 	var verbose bool
+	var engineTransport gateway.EngineTransport
 	cmd := &cobra.Command{
 		Use:   "fleet",
 		Short: "Run a whole live fleet (engines, gateways, routers) in this process on loopback",
@@ -460,7 +461,8 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 			if err := startPprof(ctx, pprofAddr, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
-			f, err := fleet.Start(ctx, scfg, reg, fleet.Options{RoutersPerRegion: routers, Seed: seed, Logger: logger(cmd.ErrOrStderr(), verbose)})
+			f, err := fleet.Start(ctx, scfg, reg, fleet.Options{RoutersPerRegion: routers, Seed: seed, Logger: logger(cmd.ErrOrStderr(), verbose),
+				EngineTransport: engineTransport})
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -486,6 +488,7 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 	f.StringVar(&pprofAddr, "pprof", "", pprofFlagUsage)
 	f.Uint64Var(&seed, "seed", 1, "seed of the engines' text and the policies")
 	f.BoolVar(&verbose, "verbose", false, "log the services' messages")
+	f.Var(&engineTransport, "engine-transport", engineTransportUsage)
 	return cmd
 }
 

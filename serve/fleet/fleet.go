@@ -57,6 +57,10 @@ type Options struct {
 	MaxModelLen int
 	// OpenInfo serves the gateways' /metrics to anyone (scrapers).
 	OpenInfo bool
+	// EngineTransport is how every gateway reaches its engine (see
+	// gateway.Config.EngineTransport): net/http by default; with h1 the
+	// engine leg leaves the in-process network, which has no delay there.
+	EngineTransport gateway.EngineTransport
 }
 
 // Fleet is a running fleet.
@@ -182,6 +186,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		}
 		gc.Logger, gc.ObserveQueue = opts.Logger, opts.ObserveQueue
 		gc.OpenInfo = opts.OpenInfo
+		gc.EngineTransport = opts.EngineTransport
 		gs, err := gateway.New(gc)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: backend %s: %w", b.Name, err)

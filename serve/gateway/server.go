@@ -74,9 +74,13 @@ type Config struct {
 	// once), for in-process measurement (the live overlap study).
 	ObserveQueue func(queued time.Duration)
 	// Transport reaches engines and routers. Nil means a pooled net/http
-	// default for routers and https engines, and package h1's client for
-	// plain http engines; set, it carries everything.
+	// default for routers and one for engines; set, it carries everything
+	// but an h1 engine leg (EngineTransport).
 	Transport http.RoundTripper
+	// EngineTransport is how requests reach the engines: net/http (the
+	// default, also when empty) or package h1's client (plain http://
+	// engines on Unix only).
+	EngineTransport EngineTransport
 	// Engines not written for Stargate (vLLM, SGLang): see EngineOptions.
 	EngineOptions
 	// DialTLS, if set, opens the default transport's verified TLS
@@ -126,6 +130,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.EngineTransport.validate(c.Engines); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Slots.Validate(); err != nil {
