@@ -332,7 +332,11 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
-	f.BoolVar(&cfg.Link, "link", cfg.Link, "reach gateways over one multiplexed connection each (plain HTTP for backends that do not accept it)")
+	f.BoolVar(&cfg.HTTP2, "http2", cfg.HTTP2, "reach gateways over HTTP/2 without TLS (h2c: many streams on one connection); HTTP/1.1 for backends that do not speak it, and with --http2=false")
+	// --link was the private multiplexed protocol HTTP/2 replaced: it now
+	// sets --http2, with a note to say so.
+	f.BoolVar(&cfg.HTTP2, "link", cfg.HTTP2, "deprecated: use --http2")
+	_ = f.MarkDeprecated("link", "the router-gateway link is now HTTP/2; use --http2 (or --http2=false for HTTP/1.1)")
 	f.StringVar(&cfg.ID, "id", cfg.ID, "this replica's name, sent to gateways")
 	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "placement policy ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
 	f.StringVar(&keyFile, "hmac-key-file", "", "file of HMAC keys, one \"ROLE KEY-ID SECRET\" line each (docs/security.md): checks gateways' stats and operators' calls, signs requests to gateways")

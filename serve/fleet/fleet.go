@@ -264,7 +264,7 @@ func (f *Fleet) KillBackend(b int) error {
 	f.killed[b] = true
 	f.stopGW[b]()
 	_ = f.gatewayHS[b].Close()
-	f.Gateways[b].CloseLinks()
+	f.Gateways[b].CloseRouterConns()
 	_ = f.engineHS[b].Close()
 	f.stopEngine[b]()
 	return nil
@@ -346,7 +346,7 @@ func (f *Fleet) Stop() {
 		r.Close()
 	}
 	for _, g := range f.Gateways {
-		g.CloseLinks()
+		g.CloseRouterConns()
 	}
 	f.cancel()
 	f.wg.Wait()

@@ -1,0 +1,71 @@
+package router
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/h2c"
+)
+
+// TestGatewayTransport: hosts that speak h2c get HTTP/2 on shared
+// connections, HTTP/1.1 servers get HTTP/1.1, and an unreachable host
+// fails as a refused dial, as over HTTP/1.1.
+func TestGatewayTransport(t *testing.T) {
+	proto := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.Proto) })
+	h2srv := httptest.NewServer(h2c.NewHandler(proto, &http2.Server{}))
+	defer h2srv.Close()
+	h1srv := httptest.NewServer(proto)
+	defer h1srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + ln.Addr().String()
+	_ = ln.Close()
+
+	tr := newGatewayTransport(&http.Transport{}, nil)
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	get := func(url string) (string, error) {
+		resp, err := client.Get(url + "/")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	for range 3 {
+		if got, err := get(h2srv.URL); err != nil || got != "HTTP/2.0" {
+			t.Fatalf("h2c host: %q, %v; want HTTP/2.0", got, err)
+		}
+		if got, err := get(h1srv.URL); err != nil || got != "HTTP/1.1" {
+			t.Fatalf("HTTP/1.1 host: %q, %v; want HTTP/1.1", got, err)
+		}
+	}
+	if n := tr.Conns(); n != 1 {
+		t.Errorf("%d HTTP/2 connections open; want the one to the h2c host", n)
+	}
+	_, err = get(gone)
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		t.Errorf("unreachable host: %v; want a dial error (a refused connection)", err)
+	}
+	tr.mu.Lock()
+	h, ok := tr.hosts[ln.Addr().String()]
+	tr.mu.Unlock()
+	if !ok {
+		t.Fatal("the unreachable host was never looked up")
+	}
+	h.mu.Lock()
+	known := h.known
+	h.mu.Unlock()
+	if known {
+		t.Error("an unreachable host was judged; it must be asked again when it answers")
+	}
+}
