@@ -211,3 +211,11 @@ func lostBecause(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// EngineTransport says how this gateway reaches its engines.
+func (s *Server) EngineTransport() EngineTransport {
+	if _, ok := s.leg.(*h1Leg); ok {
+		return EngineH1
+	}
+	return EngineNetHTTP
+}
