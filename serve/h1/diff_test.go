@@ -273,12 +273,12 @@ func FuzzAgainstNetHTTP(f *testing.F) {
 	if !rawio.Supported {
 		f.Skip("package rawio does not run on this platform")
 	}
-	f.Add([]byte("\x00\x00\x00\x03hello"))                              // 200, Content-Length
-	f.Add([]byte("\x00\x01\x00\x00\x00\x02\x05\x06\x05abcdefghijkl\x02"))   // chunked
-	f.Add([]byte("\x01\x02\x00\x00\x01\x00\x03a/b\x10streamed answer!"))    // close-delimited
+	f.Add([]byte("\x00\x00\x00\x03hello"))                                    // 200, Content-Length
+	f.Add([]byte("\x00\x01\x00\x00\x00\x02\x05\x06\x05abcdefghijkl\x02"))     // chunked
+	f.Add([]byte("\x01\x02\x00\x00\x01\x00\x03a/b\x10streamed answer!"))      // close-delimited
 	f.Add([]byte("\x00\x01\x04\x02\x00\x00\x01\x00\x08data: {}\x03\x01\x00")) // bad chunk size
-	f.Add([]byte("\x00\x00\x04\x05\x00\x00\x00\x00\x04body"))                // truncated
-	f.Add([]byte("\x05\x00\x00\x00\x00\x00\x00\x05bytes"))                   // 204 with a length
+	f.Add([]byte("\x00\x00\x04\x05\x00\x00\x00\x00\x04body"))                 // truncated
+	f.Add([]byte("\x05\x00\x00\x00\x00\x00\x00\x05bytes"))                    // 204 with a length
 	f.Fuzz(func(t *testing.T, in []byte) {
 		s := drawSpec(in)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
