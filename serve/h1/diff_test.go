@@ -273,12 +273,16 @@ func FuzzAgainstNetHTTP(f *testing.F) {
 	if !rawio.Supported {
 		f.Skip("package rawio does not run on this platform")
 	}
-	f.Add([]byte("\x00\x00\x00\x03hello"))                                    // 200, Content-Length
-	f.Add([]byte("\x00\x01\x00\x00\x00\x02\x05\x06\x05abcdefghijkl\x02"))     // chunked
-	f.Add([]byte("\x01\x02\x00\x00\x01\x00\x03a/b\x10streamed answer!"))      // close-delimited
-	f.Add([]byte("\x00\x01\x04\x02\x00\x00\x01\x00\x08data: {}\x03\x01\x00")) // bad chunk size
-	f.Add([]byte("\x00\x00\x04\x05\x00\x00\x00\x00\x04body"))                 // truncated
-	f.Add([]byte("\x05\x00\x00\x00\x00\x00\x00\x05bytes"))                    // 204 with a length
+	// Each seed is read in drawSpec's order: status, framing, break, proto,
+	// interim 100, fields, body, chunking, writes.
+	f.Add([]byte("\x00\x00\x01\x01\x01\x01\x00\x0atext/plain\x05hello\x02\x03\x07"))                                         // 200, Content-Length, in 3 writes
+	f.Add([]byte("\x00\x01\x01\x01\x00\x1bdata: {\"a\":1}\n\ndata: [DONE]\x00\x09\x00\x1f\x01\x00\x01\x00\x03\x05\x01\x20")) // chunked, HEX;ext, trailer
+	f.Add([]byte("\x01\x02\x01\x00\x00\x00\x10streamed answer!\x01\x04"))                                                    // 100, then HTTP/1.0 201 to the close
+	f.Add([]byte("\x00\x01\x00\x01\x01\x00\x08data: {}\x01\x03\x01\x03\x01\x00\x01\x01\x00"))                                // a bad chunk size
+	f.Add([]byte("\x00\x00\x00\x00\x01\x01\x00\x04body\x02\x00"))                                                            // cut short
+	f.Add([]byte("\x03\x00\x01\x01\x01\x00\x05bytes\x00"))                                                                   // 204 with a length
+	f.Add([]byte("\x00\x00\x00\x02\x01\x01\x00\x02ok\x00"))                                                                  // two lengths
+	f.Add([]byte("\x08\x00\x00\x04\x01\x01\x00\x02no\x00"))                                                                  // 404, a field without a colon
 	f.Fuzz(func(t *testing.T, in []byte) {
 		s := drawSpec(in)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
