@@ -1,17 +1,14 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/net/http2"
 )
 
 // The HTTP/2 settings of routers' connections to the gateway.
@@ -28,38 +25,36 @@ const (
 	h2IdleTimeout = 5 * time.Minute
 )
 
-// h2cPreface is what is left of HTTP/2's client preface after net/http has
-// read its first lines ("PRI * HTTP/2.0\r\n\r\n") as a request.
-const h2cPreface = "SM\r\n\r\n"
+// h2cRead is the part of HTTP/2's client preface net/http has read as a
+// "PRI *" request before it hands the connection over.
+const h2cRead = "PRI * HTTP/2.0\r\n\r\n"
 
 // h2cServer serves routers' unencrypted HTTP/2 connections (h2c, with prior
 // knowledge: RFC 9113, section 3.3) with the gateway's API handler, on the
-// same port as HTTP/1.1. net/http hands it each connection that starts with
-// HTTP/2's preface as a "PRI *" request; it takes the connection over and
-// serves it with golang.org/x/net/http2. (Over TLS, net/http serves HTTP/2
-// itself when the listener's ALPN offers h2.) It tracks the connections it
-// took over, which the http.Server no longer does, so that they drain on
-// Shutdown and close on Close.
+// same port as HTTP/1.1, whichever http.Server runs that port. That server
+// hands it each connection that starts with HTTP/2's preface as a "PRI *"
+// request; it takes the connection over and passes it, preface restored,
+// to an http.Server of its own that speaks unencrypted HTTP/2 only (net/
+// http's HTTP/2, with a stream cap and pings). (Over TLS, the port's own
+// http.Server serves HTTP/2 when its ALPN offers h2.) Its server tracks the
+// connections, drains them on Shutdown (GOAWAY) and closes them on Close.
 type h2cServer struct {
-	h2      *http2.Server
-	base    *http.Server // its Shutdown sends every connection GOAWAY
-	handler http.Handler
-	log     *slog.Logger
+	srv   *http.Server
+	queue *connQueue
 
 	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
+	started bool
 	closing bool
-	serving sync.WaitGroup
+	served  chan struct{} // closed when srv.Serve returns (if started)
 }
 
 func newH2CServer(h http.Handler, log *slog.Logger) *h2cServer {
-	s := &h2cServer{h2: &http2.Server{MaxConcurrentStreams: h2MaxStreams, ReadIdleTimeout: h2ReadIdle, PingTimeout: h2PingTimeout,
-		IdleTimeout: h2IdleTimeout}, base: &http.Server{}, handler: h, log: log, conns: make(map[net.Conn]struct{})}
-	// ConfigureServer ties h2's graceful shutdown to base's Shutdown.
-	if err := http2.ConfigureServer(s.base, s.h2); err != nil {
-		log.Warn("HTTP/2 graceful shutdown unavailable", "err", err)
-	}
-	return s
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: h, Protocols: &p, IdleTimeout: h2IdleTimeout,
+		HTTP2:    &http.HTTP2Config{MaxConcurrentStreams: h2MaxStreams, SendPingTimeout: h2ReadIdle, PingTimeout: h2PingTimeout},
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	return &h2cServer{srv: srv, queue: newConnQueue(), served: make(chan struct{})}
 }
 
 // isH2CPreface says whether r is the first line of HTTP/2's client preface.
@@ -67,89 +62,106 @@ func isH2CPreface(r *http.Request) bool {
 	return r.Method == "PRI" && r.RequestURI == "*" && r.ProtoMajor == 2 && r.ProtoMinor == 0 && len(r.Header) == 0
 }
 
-// ServeHTTP takes over the connection of a "PRI *" request and serves
-// HTTP/2 on it until it closes.
+// ServeHTTP takes over the connection of a "PRI *" request and hands it to
+// the HTTP/2 server.
 func (s *h2cServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	closing := s.closing
-	if !closing {
-		s.serving.Add(1)
+	if !closing && !s.started {
+		s.started = true
+		go func() { defer close(s.served); _ = s.srv.Serve(s.queue) }()
 	}
 	s.mu.Unlock()
 	if closing {
 		http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	defer s.serving.Done()
 	nc, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		http.Error(w, "HTTP/2 without TLS is not available on this connection: "+err.Error(), http.StatusHTTPVersionNotSupported)
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
-	var rest [len(h2cPreface)]byte
-	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadFull(rw, rest[:]); err != nil || string(rest[:]) != h2cPreface {
-		_ = nc.Close()
-		return
-	}
-	_ = nc.SetReadDeadline(time.Time{})
-	c := &bufferedConn{Conn: nc, r: rw.Reader}
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		_ = nc.Close()
-		return
-	}
-	s.conns[c] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-	}()
-	s.h2.ServeConn(c, &http2.ServeConnOpts{Context: context.WithoutCancel(r.Context()), BaseConfig: s.base, Handler: s.handler, SawClientPreface: true})
+	s.queue.hand(&bufferedConn{Conn: nc, r: io.MultiReader(strings.NewReader(h2cRead), rw.Reader)})
 }
 
 // Shutdown takes no new connection, asks the open ones to stop (GOAWAY)
 // and waits for their streams to end, until ctx ends; then it closes what
 // is left.
 func (s *h2cServer) Shutdown(ctx context.Context) {
-	s.mu.Lock()
-	s.closing = true
-	s.mu.Unlock()
-	_ = s.base.Shutdown(ctx) // no listener of its own: this only sends the GOAWAYs
-	done := make(chan struct{})
-	go func() { s.serving.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.Close()
-		<-done
+	started := s.stop()
+	if !started {
+		return
 	}
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
+	<-s.served
 }
 
 // Close closes every connection at once; their streams fail.
 func (s *h2cServer) Close() {
-	s.mu.Lock()
-	s.closing = true
-	conns := make([]net.Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			s.log.Debug("closing an HTTP/2 connection", "err", err)
-		}
+	if s.stop() {
+		_ = s.srv.Close()
+		<-s.served
 	}
 }
 
-// bufferedConn reads what net/http had buffered before the connection's
-// own bytes.
+// stop refuses new connections and says whether the server had started.
+func (s *h2cServer) stop() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing = true
+	_ = s.queue.Close()
+	return s.started
+}
+
+// connQueue is a net.Listener whose connections are handed to it.
+type connQueue struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newConnQueue() *connQueue {
+	return &connQueue{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// hand gives c to Accept, or closes it if the queue is closed.
+func (q *connQueue) hand(c net.Conn) {
+	select {
+	case q.ch <- c:
+	case <-q.done:
+		_ = c.Close()
+	}
+}
+
+func (q *connQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.ch:
+		return c, nil
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *connQueue) Close() error {
+	q.once.Do(func() { close(q.done) })
+	return nil
+}
+
+func (q *connQueue) Addr() net.Addr { return h2cAddr{} }
+
+type h2cAddr struct{}
+
+func (h2cAddr) Network() string { return "h2c" }
+func (h2cAddr) String() string  { return "h2c" }
+
+// bufferedConn reads r (what net/http had read and buffered, then the
+// connection) instead of the connection itself.
 type bufferedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r io.Reader
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

@@ -121,7 +121,7 @@ func (t *gatewayTransport) probe(ctx context.Context, addr string) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if _, err := c.Write([]byte(h2Hello)); err != nil {

@@ -7,9 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/h2c"
 )
 
 // TestGatewayTransport: hosts that speak h2c get HTTP/2 on shared
@@ -17,7 +14,12 @@ import (
 // fails as a refused dial, as over HTTP/1.1.
 func TestGatewayTransport(t *testing.T) {
 	proto := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.Proto) })
-	h2srv := httptest.NewServer(h2c.NewHandler(proto, &http2.Server{}))
+	h2srv := httptest.NewUnstartedServer(proto)
+	var both http.Protocols
+	both.SetHTTP1(true)
+	both.SetUnencryptedHTTP2(true)
+	h2srv.Config.Protocols = &both
+	h2srv.Start()
 	defer h2srv.Close()
 	h1srv := httptest.NewServer(proto)
 	defer h1srv.Close()
