@@ -51,12 +51,17 @@ type gatewayTransport struct {
 	// open counts the HTTP/2 connections open now.
 	open atomic.Int64
 
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	hosts map[string]*h2Host
 }
 
 // h2Host is what the transport knows of one host:port.
 type h2Host struct {
+	// yes is set once the host answered in kind, and read without mu: the
+	// requests to a gateway take no lock here (a lock they all passed
+	// would reorder them, and a gateway accepts signed requests only a
+	// little out of order).
+	yes   atomic.Bool
 	mu    sync.Mutex // held while asking the host
 	known bool       // asked, with this answer:
 	h2    bool
@@ -91,13 +96,20 @@ func (t *gatewayTransport) speaksH2C(ctx context.Context, addr string) bool {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(addr, "80")
 	}
-	t.mu.Lock()
+	t.mu.RLock()
 	h, ok := t.hosts[addr]
-	if !ok {
-		h = &h2Host{}
-		t.hosts[addr] = h
+	t.mu.RUnlock()
+	if ok && h.yes.Load() {
+		return true
 	}
-	t.mu.Unlock()
+	if !ok {
+		t.mu.Lock()
+		if h, ok = t.hosts[addr]; !ok {
+			h = &h2Host{}
+			t.hosts[addr] = h
+		}
+		t.mu.Unlock()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.known && (h.h2 || t.now().Before(h.until)) {
@@ -108,6 +120,7 @@ func (t *gatewayTransport) speaksH2C(ctx context.Context, addr string) bool {
 		return false // unreachable: not judged
 	}
 	h.known, h.h2, h.until = true, yes, t.now().Add(h2RecheckAfter)
+	h.yes.Store(yes)
 	return yes
 }
 
