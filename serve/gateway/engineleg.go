@@ -187,7 +187,7 @@ func (l *httpLeg) do(ctx context.Context, engine int, req *h1.Request, head func
 		idle.Reset(l.idle)
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
-			// A write waits on the client (a shut link window, a full
+			// A write waits on the client (a shut HTTP/2 window, a full
 			// socket): not the engine's silence, so not on its clock.
 			idle.Stop()
 			if err := body(buf[:n]); err != nil {
