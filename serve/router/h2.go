@@ -82,6 +82,16 @@ func newGatewayTransport(plain http.RoundTripper, dial func(ctx context.Context,
 	return t
 }
 
+// newBackendTransport is the router's default transport to backends:
+// HTTP/1.1, and over TLS HTTP/2 where the handshake negotiates it (the TLS
+// dialer offers h2 in ALPN and the gateway takes it), with the same pings
+// as the h2c connections.
+func newBackendTransport(dial, dialTLS func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	return &http.Transport{DialContext: dial, DialTLSContext: dialTLS, ForceAttemptHTTP2: true,
+		MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
+		HTTP2: &http.HTTP2Config{SendPingTimeout: h2SendPing, PingTimeout: h2PingTimeout}}
+}
+
 // RoundTrip implements http.RoundTripper.
 func (t *gatewayTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme == "http" && req.Header.Get("Upgrade") == "" && t.speaksH2C(req.Context(), req.URL.Host) {

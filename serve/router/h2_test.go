@@ -1,6 +1,8 @@
 package router
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -69,5 +71,37 @@ func TestGatewayTransport(t *testing.T) {
 	h.mu.Unlock()
 	if known {
 		t.Error("an unreachable host was judged; it must be asked again when it answers")
+	}
+}
+
+// TestBackendTransportTLS: over TLS the router's default transport speaks
+// HTTP/2 when the handshake negotiates h2 and HTTP/1.1 when it does not,
+// its TLS dialer deciding what is offered.
+func TestBackendTransportTLS(t *testing.T) {
+	proto := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.Proto) })
+	srv := httptest.NewUnstartedServer(proto)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	for _, tc := range []struct {
+		alpn []string
+		want string
+	}{{[]string{"h2", "http/1.1"}, "HTTP/2.0"}, {[]string{"http/1.1"}, "HTTP/1.1"}} {
+		cfg := srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+		cfg.NextProtos = tc.alpn
+		dialTLS := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return (&tls.Dialer{Config: cfg}).DialContext(ctx, network, addr)
+		}
+		tr := newGatewayTransport(newBackendTransport(nil, dialTLS), nil)
+		resp, err := (&http.Client{Transport: tr}).Get(srv.URL + "/")
+		if err != nil {
+			t.Fatalf("ALPN %v: %v", tc.alpn, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if err != nil || string(b) != tc.want {
+			t.Errorf("ALPN %v: %q, %v; want %s", tc.alpn, b, err, tc.want)
+		}
 	}
 }

@@ -239,7 +239,7 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		tr = &http.Transport{DialContext: cfg.Dial, DialTLSContext: cfg.DialTLS, MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
+		tr = newBackendTransport(cfg.Dial, cfg.DialTLS)
 	}
 	var h2 *gatewayTransport
 	if cfg.HTTP2 {
