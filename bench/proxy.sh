@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proxy benchmark: the mock engine called directly, through Stargate (router
-# + gateway as two processes, over a link and over plain HTTP/1.1, and as one
+# + gateway as two processes, over HTTP/2 (h2c) and over HTTP/1.1, and as one
 # process) and through nginx (proxy_buffering off), side by side in one run,
 # 200 concurrent streaming clients. See BENCHMARKS.md ("Proxy path").
 #
@@ -22,9 +22,11 @@
 #   TARGETS="engine stargate stargate-1proc stargate-http nginx"  what to
 #                    measure (engine first); stargate-1proc is a router that
 #                    runs the gateway in its own process (--gateway-engine),
-#                    stargate-http a second router (--link=false) and gateway
+#                    stargate-http a second router (--http2=false) and gateway
 #                    pair; each idles while the others are measured
 #   OUT=out/bench-proxy  where the run lines, tables and profiles go
+#   ENGINE_TRANSPORT=net-http  how the gateways reach the engine: net-http
+#                    or h1 (stargate gateway --engine-transport)
 #   TLS=0            1: the clients reach the routers and nginx over HTTPS
 #                    (one self-signed ECDSA P-256 certificate made with
 #                    openssl, kept-alive connections); the gateways report to
@@ -46,6 +48,7 @@ MODE=${MODE:-registered}
 PROFILE=${PROFILE:-1}
 TARGETS=${TARGETS:-engine stargate stargate-1proc stargate-http nginx}
 TLS=${TLS:-0}
+ENGINE_TRANSPORT=${ENGINE_TRANSPORT:-net-http}
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -112,7 +115,7 @@ fi
 	echo "cpus: $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 	echo "go: $(go version | cut -d' ' -f3), nginx: $("$nginx_bin" -v 2>&1 | cut -d/ -f2)"
 	echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (modified)')"
-	echo "settings: STREAMS=$STREAMS WARMUP=$WARMUP DURATION=$DURATION REPS=$REPS THINK=$THINK MAX_TOKENS=$MAX_TOKENS PIN=$PIN MODE=$MODE PROXY_ENV=${PROXY_ENV:-} TLS=$TLS"
+	echo "settings: STREAMS=$STREAMS WARMUP=$WARMUP DURATION=$DURATION REPS=$REPS THINK=$THINK MAX_TOKENS=$MAX_TOKENS PIN=$PIN MODE=$MODE ENGINE_TRANSPORT=$ENGINE_TRANSPORT PROXY_ENV=${PROXY_ENV:-} TLS=$TLS"
 	echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/machine.txt" >&2
 
@@ -140,7 +143,7 @@ engine_pid=${pids[-1]}
 wait_for engine curl -sf "http://$ENGINE/health"
 
 printf 'bench:%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$work/key.txt"
-gateway_args=(--engine "http://$ENGINE" --max-inflight-per-worker 512)
+gateway_args=(--engine "http://$ENGINE" --max-inflight-per-worker 512 --engine-transport "$ENGINE_TRANSPORT")
 case $MODE in
 registered)
 	start router "${proxy[@]}" "$work/stargate" router --listen "$ROUTER" --hmac-key-file "$work/key.txt" --pprof "$RT_PPROF" "${router_tls[@]}"
@@ -148,7 +151,7 @@ registered)
 	start gateway "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --listen "$GATEWAY" --id gw-bench --pprof "$GW_PPROF" \
 		--router "$cs://$ROUTER" --hmac-key-file "$work/key.txt" "${gateway_tls[@]}"
 	gateway_pid=${pids[-1]}
-	start router-http "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_HTTP" --link=false --id router-http --hmac-key-file "$work/key.txt" "${router_tls[@]}"
+	start router-http "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_HTTP" --http2=false --id router-http --hmac-key-file "$work/key.txt" "${router_tls[@]}"
 	router_http_pid=${pids[-1]}
 	start gateway-http "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --listen "$GATEWAY_HTTP" --id gw-http \
 		--router "$cs://$ROUTER_HTTP" --hmac-key-file "$work/key.txt" "${gateway_tls[@]}"
@@ -158,7 +161,7 @@ static)
 	router_pid=${pids[-1]}
 	start gateway "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --listen "$GATEWAY" --id gw-bench --pprof "$GW_PPROF"
 	gateway_pid=${pids[-1]}
-	start router-http "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_HTTP" --link=false --id router-http --backend "gw-http=http://$GATEWAY_HTTP@512" "${router_tls[@]}"
+	start router-http "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_HTTP" --http2=false --id router-http --backend "gw-http=http://$GATEWAY_HTTP@512" "${router_tls[@]}"
 	router_http_pid=${pids[-1]}
 	start gateway-http "${proxy[@]}" "$work/stargate" gateway "${gateway_args[@]}" --listen "$GATEWAY_HTTP" --id gw-http
 	;;
@@ -169,7 +172,7 @@ static)
 esac
 gateway_http_pid=${pids[-1]}
 start router-1proc "${proxy[@]}" "$work/stargate" router --listen "$ROUTER_1P" --id router-1proc --hmac-key-file "$work/key.txt" \
-	--gateway-engine "http://$ENGINE" --gateway-id gw-1proc --gateway-max-inflight-per-worker 512 "${router_tls[@]}"
+	--gateway-engine "http://$ENGINE" --gateway-engine-transport "$ENGINE_TRANSPORT" --gateway-id gw-1proc --gateway-max-inflight-per-worker 512 "${router_tls[@]}"
 router_1p_pid=${pids[-1]}
 wait_for gateway curl -sf "http://$GATEWAY/health"
 wait_for gateway-http curl -sf "http://$GATEWAY_HTTP/health"

@@ -354,7 +354,11 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
-	f.BoolVar(&cfg.Link, "link", cfg.Link, "reach gateways over one multiplexed connection each (plain HTTP for backends that do not accept it)")
+	f.BoolVar(&cfg.HTTP2, "http2", cfg.HTTP2, "reach gateways over HTTP/2 without TLS (h2c: many streams on one connection); HTTP/1.1 for backends that do not speak it, and with --http2=false")
+	// --link was the private multiplexed protocol HTTP/2 replaced: it now
+	// sets --http2, with a note to say so.
+	f.BoolVar(&cfg.HTTP2, "link", cfg.HTTP2, "deprecated: use --http2")
+	_ = f.MarkDeprecated("link", "the router-gateway link is now HTTP/2; use --http2 (or --http2=false for HTTP/1.1)")
 	f.StringVar(&cfg.ID, "id", cfg.ID, "this replica's name, sent to gateways")
 	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "placement policy ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
 	f.StringVar(&pressureFile, "pressure", "", "YAML file of the pressure policy's scoring: weights, norm, projection, as a fleet file's pressure section holds them (docs/pressure.md)")
@@ -455,6 +459,7 @@ func newFleetCmd() *cobra.Command {
 	scale := 1.0
 	var seed uint64
 	var verbose bool
+	var engineTransport gateway.EngineTransport
 	cmd := &cobra.Command{
 		Use:   "fleet",
 		Short: "Run a whole live fleet (engines, gateways, routers) in this process on loopback",
@@ -494,7 +499,7 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 				return err
 			}
 			f, err := fleet.Start(ctx, scfg, reg, fleet.Options{RoutersPerRegion: routers, Seed: seed, Logger: log, TLS: fleetTLS,
-				Pools: routerPools(fl.Pools)})
+				Pools: routerPools(fl.Pools), EngineTransport: engineTransport})
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -521,6 +526,7 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 	ftls.add(f)
 	f.Uint64Var(&seed, "seed", 1, "seed of the engines' text and the policies")
 	f.BoolVar(&verbose, "verbose", false, "log the services' messages")
+	f.Var(&engineTransport, "engine-transport", engineTransportUsage)
 	return cmd
 }
 

@@ -40,7 +40,11 @@ func gatewayFlags(f *pflag.FlagSet, cfg *gateway.Config, prefix, what string) {
 	f.DurationVar(&cfg.Admission.HeartbeatInterval, prefix+"heartbeat-interval", cfg.Admission.HeartbeatInterval, what+"most time between two stats messages to the routers (their --heartbeat-ttl should be more than one interval)")
 	f.DurationVar(&cfg.UpstreamIdleTimeout, prefix+"upstream-idle-timeout", cfg.UpstreamIdleTimeout, what+"longest wait for the engine's next byte; longer quarantines the worker")
 	engineFlags(f, &cfg.EngineOptions, prefix, what)
+	f.Var(&cfg.EngineTransport, prefix+"engine-transport", what+engineTransportUsage)
 }
+
+// engineTransportUsage is the help of --engine-transport.
+const engineTransportUsage = "how requests reach the engines: net-http (net/http, the default) or h1 (the hand-written HTTP/1.1 client over raw socket calls: plain http:// engines, Linux/Unix only)"
 
 // engineFlags registers the flags for engines not written for Stargate
 // (vLLM, SGLang); docs/real-engines.md shows them in use.

@@ -260,11 +260,11 @@ func TestRouterRunsItsGateway(t *testing.T) {
 			}
 		}
 	}
-	if got := metricSum(t, rt.url, "stargate_router_links", nil); got != 1 {
-		t.Errorf("router with the gateway: %v links, want 1 (its probes of its own gateway, in memory)", got)
+	if got := metricSum(t, rt.url, "stargate_router_http2_connections", nil); got != 1 {
+		t.Errorf("router with the gateway: %v HTTP/2 connections, want 1 (its probes of its own gateway, in memory)", got)
 	}
-	if got := metricSum(t, other.url, "stargate_router_links", nil); got != 1 {
-		t.Errorf("other router: %v links, want 1 (over --gateway-listen)", got)
+	if got := metricSum(t, other.url, "stargate_router_http2_connections", nil); got != 1 {
+		t.Errorf("other router: %v HTTP/2 connections, want 1 (over --gateway-listen)", got)
 	}
 	completed := metricSum(t, "http://"+gwAddr, "stargate_gateway_requests_total", map[string]string{"outcome": "completed"})
 	if completed != 2*perRouter {

@@ -63,6 +63,10 @@ type Options struct {
 	// Pools are every router's pools (router.Config.Pools), by backend
 	// name as in cfg.
 	Pools []router.Pool
+	// EngineTransport is how every gateway reaches its engine (see
+	// gateway.Config.EngineTransport): net/http by default; with h1 the
+	// engine leg leaves the in-process network, which has no delay there.
+	EngineTransport gateway.EngineTransport
 }
 
 // Fleet is a running fleet.
@@ -191,6 +195,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		}
 		gc.Logger, gc.ObserveQueue = opts.Logger, opts.ObserveQueue
 		gc.OpenInfo = opts.OpenInfo
+		gc.EngineTransport = opts.EngineTransport
 		gs, err := gateway.New(gc)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: backend %s: %w", b.Name, err)
@@ -268,7 +273,7 @@ func (f *Fleet) KillBackend(b int) error {
 	f.killed[b] = true
 	f.stopGW[b]()
 	_ = f.gatewayHS[b].Close()
-	f.Gateways[b].CloseLinks()
+	f.Gateways[b].CloseRouterConns()
 	_ = f.engineHS[b].Close()
 	f.stopEngine[b]()
 	return nil
@@ -350,7 +355,7 @@ func (f *Fleet) Stop() {
 		r.Close()
 	}
 	for _, g := range f.Gateways {
-		g.CloseLinks()
+		g.CloseRouterConns()
 	}
 	f.cancel()
 	f.wg.Wait()

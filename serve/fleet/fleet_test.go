@@ -89,8 +89,8 @@ func TestOpenAIClientThroughFleet(t *testing.T) {
 	if err != nil || len(models.Data) != 1 || models.Data[0].ID != "stargate-mock" {
 		t.Fatalf("models: %+v, %v", models, err)
 	}
-	if n := f.Routers[0].Links(); n == 0 {
-		t.Error("the router reached no gateway over a link")
+	if n := f.Routers[0].HTTP2Conns(); n == 0 {
+		t.Error("the router reached no gateway over HTTP/2")
 	}
 	// A prompt longer than every backend's context: the engine's own 400
 	// (the router never refuses on its estimate alone), which the client

@@ -19,17 +19,23 @@
 // operator releases it (POST /admin/workers/{id}/release, signed with the
 // gateway's HMAC key). A health check alone never restores a worker.
 //
-// Requests reach plain http:// engines through package h1's client, which
-// reads a streamed answer with about a third fewer system calls than
-// net/http; https engines, and a Transport set in the Config (the fleet's
-// simulated network paths), use net/http. The two behave alike: the same
-// refusals, the same idle timeout (time spent writing to a slow client not
-// counted), the same uncertain ends.
+// Requests reach the engines through net/http: a transport of the
+// gateway's own (kept connections closed after 4 s, before uvicorn's 5 s
+// keep-alive), or the Config's Transport (the fleet's simulated network
+// paths). With EngineTransport h1 they go through package h1's client
+// instead, which reads a streamed answer with fewer system calls (plain
+// http:// engines on Unix only). The two behave alike: the same refusals
+// (a request not sent whole is a *h1.NotSentError), the same idle timeout
+// (time spent writing to a slow client not counted), the same uncertain
+// ends.
 //
-// Routers may reach the gateway over a link (package link, GET
-// /v1/stargate/link upgraded): each stream on it is served by the same
-// handlers as a plain HTTP request. Start's context ending drains the links
-// (no new streams, 5 s for those in flight); CloseLinks drops them at once.
+// Routers reach the gateway over HTTP/1.1 or over HTTP/2 without TLS (h2c
+// with prior knowledge) on the same port (Handler); over TLS, HTTP/2 is the
+// http.Server's own where ALPN offers it. An HTTP/2 connection carries at
+// most 1000 streams, is pinged after 30 s of silence and closed when a ping
+// goes unanswered for 15 s. Start's context ending drains the h2c
+// connections (GOAWAY; 5 s for the streams in flight); CloseRouterConns
+// drops them at once.
 //
 // The gateway scrapes the engine's /metrics (vLLM's names) and sends every
 // router its stats, signed, whenever they change (coalesced) and at least

@@ -107,43 +107,72 @@ func post(ctx context.Context, url, body string) (*http.Response, error) {
 	return http.DefaultClient.Do(req)
 }
 
-// forEachLeg runs test over both ways the gateway reaches an engine: the h1
-// client (plain http, the default transport) and net/http (a transport set
-// in the config).
+// forEachLeg runs test over the ways the gateway reaches an engine: net/http
+// (the default, on the gateway's own transport or on one set in the
+// config) and the h1 client (EngineH1).
 func forEachLeg(t *testing.T, test func(t *testing.T, leg func(*Config))) {
 	for _, leg := range []struct {
 		name   string
 		mutate func(*Config)
 	}{
-		{"h1", func(*Config) {}},
-		{"net/http", func(c *Config) { c.Transport = &http.Transport{} }},
+		{"net/http", func(*Config) {}},
+		{"net/http-set", func(c *Config) { c.Transport = &http.Transport{} }},
+		{"h1", func(c *Config) { c.EngineTransport = EngineH1 }},
 	} {
 		t.Run(leg.name, func(t *testing.T) { test(t, leg.mutate) })
 	}
 }
 
-// TestEngineLeg: the gateway reaches plain http:// engines with the h1
-// client unless a transport is set, and anything else with net/http.
+// TestEngineLeg: the gateway reaches engines with net/http unless the
+// config asks for h1, which takes plain http:// engines only, and refuses
+// an unknown engine transport.
 func TestEngineLeg(t *testing.T) {
 	for _, tt := range []struct {
 		engines   []string
 		transport http.RoundTripper
+		leg       EngineTransport
 		wantH1    bool
+		wantErr   string
 	}{
-		{[]string{"http://127.0.0.1:8000"}, nil, true},
-		{[]string{"http://10.0.0.1:8000/", "http://10.0.0.2:8000"}, nil, true},
-		{[]string{"http://127.0.0.1:8000"}, &http.Transport{}, false},
-		{[]string{"http://10.0.0.1:8000", "https://10.0.0.2:8000"}, nil, false},
+		{[]string{"http://127.0.0.1:8000"}, nil, "", false, ""},
+		{[]string{"http://127.0.0.1:8000"}, nil, EngineNetHTTP, false, ""},
+		{[]string{"http://10.0.0.1:8000/", "http://10.0.0.2:8000"}, nil, EngineH1, true, ""},
+		{[]string{"http://127.0.0.1:8000"}, &http.Transport{}, EngineH1, true, ""},
+		{[]string{"http://127.0.0.1:8000"}, &http.Transport{}, "", false, ""},
+		{[]string{"http://10.0.0.1:8000", "https://10.0.0.2:8000"}, nil, EngineH1, false, "plain http:// engines only"},
+		{[]string{"http://10.0.0.1:8000"}, nil, "h2", false, `unknown engine transport "h2"`},
 	} {
 		cfg := DefaultConfig()
-		cfg.Engines, cfg.Transport = tt.engines, tt.transport
+		cfg.Engines, cfg.Transport, cfg.EngineTransport = tt.engines, tt.transport, tt.leg
 		g, err := New(cfg)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("engines %v, leg %q: error %v, want one saying %q", tt.engines, tt.leg, err, tt.wantErr)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, h1 := g.leg.(*h1Leg); h1 != tt.wantH1 {
-			t.Errorf("engines %v, transport %v: the h1 client %v, want %v", tt.engines, tt.transport != nil, h1, tt.wantH1)
+			t.Errorf("engines %v, transport %v, leg %q: the h1 client %v, want %v", tt.engines, tt.transport != nil, tt.leg, h1, tt.wantH1)
 		}
+	}
+}
+
+// TestEngineTransportFlag: the flag value takes the known names only.
+func TestEngineTransportFlag(t *testing.T) {
+	var v EngineTransport
+	if v.String() != "net-http" {
+		t.Errorf("default %q, want net-http", v.String())
+	}
+	for _, name := range []string{"h1", "net-http"} {
+		if err := v.Set(name); err != nil || v.String() != name {
+			t.Errorf("Set(%q): %v, value %q", name, err, v.String())
+		}
+	}
+	if err := v.Set("nethttp"); err == nil || v != EngineNetHTTP {
+		t.Errorf("Set(nethttp): %v, value %q; want an error and the value unchanged", err, v)
 	}
 }
 

@@ -19,7 +19,6 @@ import (
 
 	core "github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/serve/auth"
-	"github.com/stargate-llm/stargate/serve/link"
 	"github.com/stargate-llm/stargate/serve/wire"
 	"github.com/stargate-llm/stargate/telemetry"
 	"github.com/stargate-llm/stargate/telemetry/scrape"
@@ -74,9 +73,13 @@ type Config struct {
 	// once), for in-process measurement (the live overlap study).
 	ObserveQueue func(queued time.Duration)
 	// Transport reaches engines and routers. Nil means a pooled net/http
-	// default for routers and https engines, and package h1's client for
-	// plain http engines; set, it carries everything.
+	// default for routers and one for engines; set, it carries everything
+	// but an h1 engine leg (EngineTransport).
 	Transport http.RoundTripper
+	// EngineTransport is how requests reach the engines: net/http (the
+	// default, also when empty) or package h1's client (plain http://
+	// engines on Unix only).
+	EngineTransport EngineTransport
 	// Engines not written for Stargate (vLLM, SGLang): see EngineOptions.
 	EngineOptions
 	// DialTLS, if set, opens the default transport's verified TLS
@@ -128,6 +131,9 @@ func (c Config) Validate() error {
 	if err := c.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.EngineTransport.validate(c.Engines); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Slots.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -177,10 +183,10 @@ type Server struct {
 	// eh is what the gateway knows of each engine URL's health and
 	// each worker's way out of quarantine (health.go).
 	eh healthState
-	// api serves the OpenAI, health, metrics and admin paths, over plain
-	// HTTP and over the links routers open (links).
-	api   http.Handler
-	links *link.Server
+	// api serves the OpenAI, health, metrics and admin paths, over
+	// HTTP/1.1 and over the HTTP/2 connections routers open (h2c).
+	api http.Handler
+	h2c *h2cServer
 }
 
 // waiter is a request waiting for the admission core or a worker permit.
@@ -226,7 +232,7 @@ func New(cfg Config) (*Server, error) {
 	s.leg = newEngineLeg(cfg, s.client)
 	s.met = newMetrics(s)
 	s.api = s.newAPI()
-	s.links = link.NewServer(s.api, s.log)
+	s.h2c = newH2CServer(s.api, s.log)
 	return s, nil
 }
 
@@ -293,14 +299,15 @@ func (s *Server) Start(ctx context.Context) error {
 		<-ctx.Done()
 		grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		s.links.Shutdown(grace)
+		s.h2c.Shutdown(grace)
 	})
 	return nil
 }
 
-// CloseLinks closes every router's link at once, as a crash would (the
-// streams on them fail); plain HTTP connections are the http.Server's.
-func (s *Server) CloseLinks() { s.links.Close() }
+// CloseRouterConns closes every router's unencrypted HTTP/2 connection at
+// once, as a crash would (the streams on them fail); HTTP/1.1 and TLS
+// connections are the http.Server's to close.
+func (s *Server) CloseRouterConns() { s.h2c.Close() }
 
 func (s *Server) goLoop(f func()) {
 	s.loops.Add(1)
@@ -370,13 +377,18 @@ func (s *Server) fetchModels(ctx context.Context) ([]string, int, error) {
 	return models, maxLen, nil
 }
 
-// Handler serves the OpenAI API, /health, /metrics and the admin API, and
-// accepts routers' links (link.Path), whose streams it serves the same way.
+// Handler serves the OpenAI API, /health, /metrics and the admin API over
+// HTTP/1.1, and over HTTP/2 without TLS (h2c with prior knowledge, what
+// routers open; see h2cServer) on the same port. Over TLS, the http.Server
+// serves HTTP/2 itself where its ALPN offers h2.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET "+link.Path, s.links)
-	mux.Handle("/", s.api)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isH2CPreface(r) {
+			s.h2c.ServeHTTP(w, r)
+			return
+		}
+		s.api.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) newAPI() http.Handler {

@@ -1,6 +1,8 @@
-// Package h1 is the small HTTP/1.1 client the gateway uses on its engine
-// leg: it sends one request on a pooled keep-alive connection and hands each
-// read of the answer to the caller, all in the caller's goroutine.
+// Package h1 is a small HTTP/1.1 client for the gateway's engine leg, used
+// only when asked for (gateway.Config.EngineTransport h1, stargate gateway
+// --engine-transport h1; net/http is the default): it sends one request on
+// a pooled keep-alive connection and hands each read of the answer to the
+// caller, all in the caller's goroutine.
 //
 // It exists for the cost of a streamed answer, whose events arrive a few
 // hundred bytes at a time, one engine step apart. net/http's Transport
@@ -19,8 +21,10 @@
 // framed by chunked transfer coding, Content-Length or the end of the
 // connection; interim 1xx answers are skipped. Anything else an engine
 // sends (another transfer coding, oversized or malformed headers) is an
-// error that names what was wrong. The gateway keeps net/http for engines
-// it cannot reach this way (https, a custom transport).
+// error that names what was wrong. FuzzAgainstNetHTTP holds it to
+// net/http's reading of the same answers (status, fields, body, and which
+// answers are errors); its two deliberate differences are chunks in an
+// HTTP/1.0 answer, which this client decodes, and trailers, which it drops.
 //
 // A connection goes back to the pool only after its answer has been read to
 // the end and the engine did not ask to close it. Before a kept connection
@@ -33,5 +37,5 @@
 // either).
 //
 // The socket calls are package rawio's. Where rawio is not supported (not
-// a Unix system) the gateway does not use this client.
+// a Unix system) the gateway refuses EngineTransport h1.
 package h1

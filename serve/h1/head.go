@@ -96,6 +96,15 @@ func (c *conn) frame(method, proto string, resp *Response) error {
 		}
 	}
 	c.chunk, c.left = chunkSize, 0
+	// Differing lengths are an error whatever the answer (as net/http has
+	// it): a sign of a broken or smuggling upstream, never to be guessed at.
+	if cls := h["Content-Length"]; len(cls) > 1 {
+		for _, v := range cls[1:] {
+			if v != cls[0] {
+				return fmt.Errorf("engine sent differing Content-Length fields %q and %q", cls[0], v)
+			}
+		}
+	}
 	switch {
 	case method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified:
 		c.framing = framingNone
@@ -113,11 +122,6 @@ func (c *conn) frame(method, proto string, resp *Response) error {
 		return nil
 	case len(h["Content-Length"]) > 0:
 		cl := h["Content-Length"][0]
-		for _, v := range h["Content-Length"][1:] {
-			if v != cl {
-				return fmt.Errorf("engine sent differing Content-Length fields %q and %q", cl, v)
-			}
-		}
 		n, err := strconv.ParseInt(cl, 10, 64)
 		if err != nil || n < 0 || strings.IndexFunc(cl, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
 			return fmt.Errorf("engine sent a bad Content-Length %q", cl)

@@ -10,7 +10,7 @@
 // transport), or one to a static backend URL spelled otherwise. The gateway's handler is also served on a
 // memnet listener by an ordinary http.Server, and the router dials it
 // through Network.Dial, so that traffic takes the same code as between
-// processes (upgrade to a link, frames, fallback, failure rules) without a
+// processes (HTTP/2 or HTTP/1.1, failure rules) without a
 // socket. A dial to an address whose listener has closed fails like a
 // refused TCP connection, so a router treats a stopped in-process gateway as
 // it would a stopped remote one.

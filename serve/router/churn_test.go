@@ -44,7 +44,7 @@ func TestDiscoveryChurnUnderLoad(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Policy = pol
 			cfg.Discovery = true
-			cfg.Link = false
+			cfg.HTTP2 = false
 			r, err := New(cfg, policy.NewRegistry())
 			if err != nil {
 				t.Fatal(err)

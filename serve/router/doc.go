@@ -41,13 +41,16 @@
 // The router core hears how every attempt ended, so errors, overload and
 // context-length refusals are separate signals.
 //
-// With Config.Link (the default) the router reaches each gateway over a
-// link (package link): one connection per gateway carrying every stream,
-// opened as an HTTP upgrade on the gateway's port. A backend that refuses
-// the upgrade (an engine, vLLM) is reached over plain HTTP/1.1, as every
-// backend is with Link off. The retry, cancel and failure rules are the
-// same either way: a link that drops fails its streams like closed
-// connections, and a refused dial is a refused connection.
+// With Config.HTTP2 (the default) the router reaches each http:// gateway
+// over HTTP/2 without TLS (h2c with prior knowledge, net/http's
+// Transport): one connection carries many streams (up to the gateway's cap
+// of 1000, then another opens), and pings find a gateway gone silent.
+// Whether a host speaks h2c is asked once, before its first request; a
+// backend that does not (an engine, vLLM) is reached over HTTP/1.1, as
+// every backend is with HTTP2 off, and https backends are too unless their
+// TLS handshake negotiates h2. The retry, cancel and failure rules are the
+// same either way: a connection that drops fails its streams, and a
+// refused dial is a refused connection.
 //
 // A gateway in the router's own process (Config.Local, stargate router
 // --gateway-engine) is called directly: its handler runs in the request's

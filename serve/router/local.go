@@ -17,7 +17,7 @@ import (
 // Local is a gateway in the router's own process (stargate router
 // --gateway-engine). The router serves a request placed on it by calling
 // the gateway's handler in the request's own goroutine: no connection, no
-// link frames and no hand-off between goroutines for each token, so the
+// HTTP/2 frames and no hand-off between goroutines for each token, so the
 // engine's bytes go from the gateway's read straight to the client's socket.
 //
 // After Close, requests for it are refused the way a closed port refuses a

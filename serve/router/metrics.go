@@ -40,7 +40,7 @@ var (
 	descFallback = prometheus.NewDesc("stargate_telemetry_fallback", "1 when a backend's score runs without hardware signals (its DCGM source is missing).", []string{"backend"}, nil)
 	descErrRate  = prometheus.NewDesc("stargate_router_backend_error_rate", "Each backend's recent error rate as this router saw it.", []string{"backend"}, nil)
 	descRTT      = prometheus.NewDesc("stargate_router_backend_rtt_seconds", "Smoothed probe round trip to each backend.", []string{"backend"}, nil)
-	descLinks    = prometheus.NewDesc("stargate_router_links", "Gateways this router reaches over a link (one multiplexed connection each).", nil, nil)
+	descLinks    = prometheus.NewDesc("stargate_router_http2_connections", "HTTP/2 connections from this router to gateways open now (many streams each).", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
@@ -78,7 +78,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBackends, prometheus.GaugeValue, float64(n), st)
 	}
 	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(c.s.waiting()))
-	ch <- prometheus.MustNewConstMetric(descLinks, prometheus.GaugeValue, float64(c.s.Links()))
+	ch <- prometheus.MustNewConstMetric(descLinks, prometheus.GaugeValue, float64(c.s.HTTP2Conns()))
 	if c.s.verify != nil {
 		_, rej := c.s.verify.Counts()
 		for r, n := range rej {

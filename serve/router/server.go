@@ -21,7 +21,6 @@ import (
 	"github.com/stargate-llm/stargate/policy"
 	rcore "github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/serve/auth"
-	"github.com/stargate-llm/stargate/serve/link"
 	"github.com/stargate-llm/stargate/serve/netsim"
 	"github.com/stargate-llm/stargate/serve/openai"
 	"github.com/stargate-llm/stargate/serve/wire"
@@ -77,19 +76,19 @@ type Config struct {
 	// a static backend's answered probe also counts as its heartbeat.
 	ProbeInterval time.Duration
 	Logger        *slog.Logger
-	// Transport carries plain HTTP to backends (and is the fallback of the
-	// links); nil means a default http.Transport that dials with Dial.
+	// Transport carries HTTP/1.1 to backends (and https, unless its TLS
+	// dialer negotiates HTTP/2); nil means a default http.Transport that
+	// dials with Dial.
 	Transport http.RoundTripper
-	// Dial opens connections to backends, links included; nil dials TCP.
+	// Dial opens connections to backends, HTTP/2 ones included; nil dials TCP.
 	// A router that runs a gateway in its own process reaches it in memory
 	// with a memnet dialer here.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// DialTLS opens verified TLS connections to https backends, links
-	// included (package tlsconf's Dialer, which checks the gateway's
-	// certificate); nil leaves https to net/http's defaults and sends it
-	// over plain HTTP/1.1 connections, never links.
+	// DialTLS opens verified TLS connections to https backends (package
+	// tlsconf's Dialer, which checks the gateway's certificate); nil leaves
+	// https to net/http's defaults.
 	DialTLS func(ctx context.Context, network, addr string) (net.Conn, error)
-	// Network, if set, wraps everything sent to backends, links included:
+	// Network, if set, wraps everything sent to backends, HTTP/2 included:
 	// a live fleet's in-process network (package netsim) goes here, so that
 	// its delays apply whichever way a request travels.
 	Network func(http.RoundTripper) http.RoundTripper
@@ -97,9 +96,10 @@ type Config struct {
 	// router calls directly (see Local). Not with Network, whose delays
 	// only a network transport applies.
 	Local *Local
-	// Link sends requests to gateways over one multiplexed connection each
-	// (package link) where the gateway accepts one; others get plain HTTP.
-	Link bool
+	// HTTP2 sends requests to http:// backends that speak it (Stargate
+	// gateways) over HTTP/2 without TLS (h2c), many streams on one
+	// connection; others get HTTP/1.1 (see gatewayTransport).
+	HTTP2 bool
 	// Hooks watch the router in-process (experiments, tests).
 	Hooks Hooks
 	// Console serves the operator console: GET /console and its updates,
@@ -115,7 +115,7 @@ func DefaultConfig() Config {
 	return Config{ID: "router-1", Policy: "pulsar-waw", Params: policy.DefaultParams(), Seed: 1,
 		MaxBodyBytes: 8 << 20, MaxMessages: 4096, MaxTokensLimit: 1 << 20, MaxAttempts: rcore.DefaultMaxAttempts,
 		Liveness:      rcore.Config{HeartbeatTTL: rcore.DefaultLiveHeartbeatTTL, PathStale: 5 * time.Second, Capability: true},
-		ProbeInterval: 500 * time.Millisecond, Link: true}
+		ProbeInterval: 500 * time.Millisecond, HTTP2: true}
 }
 
 // Validate reports what is wrong with a configuration.
@@ -199,8 +199,8 @@ type Server struct {
 	met    *metrics
 	// paths holds the operator's injected path delays (SetPath).
 	paths *netsim.Transport
-	// links is the transport's link layer (nil without Config.Link).
-	links *link.Transport
+	// h2 is the transport's HTTP/2 layer (nil without Config.HTTP2).
+	h2 *gatewayTransport
 
 	// table is the backends as one immutable snapshot, published whole
 	// under mu whenever one joins, leaves or changes address or limit; a
@@ -244,19 +244,18 @@ func New(cfg Config, reg *policy.Registry) (*Server, error) {
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		tr = &http.Transport{DialContext: cfg.Dial, DialTLSContext: cfg.DialTLS, MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
+		tr = newBackendTransport(cfg.Dial, cfg.DialTLS)
 	}
-	var links *link.Transport
-	if cfg.Link {
-		links = link.NewTransport(tr)
-		links.Dial, links.DialTLS = cfg.Dial, cfg.DialTLS
-		tr = links
+	var h2 *gatewayTransport
+	if cfg.HTTP2 {
+		h2 = newGatewayTransport(tr, cfg.Dial)
+		tr = h2
 	}
 	if cfg.Network != nil {
 		tr = cfg.Network(tr)
 	}
 	paths := netsim.New(tr, cfg.Seed)
-	s := &Server{links: links, cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: paths},
+	s := &Server{h2: h2, cfg: cfg, reg: reg, start: time.Now(), log: cfg.Logger.With("router", cfg.ID), client: &http.Client{Transport: paths},
 		paths: paths, waits: make(map[uint64]*waitEntry), timerSet: make(chan struct{}, 1),
 		backends: make(map[rcore.BackendID]*backend), stuckAfter: DefaultStuckAfter, con: newConsole()}
 	s.initAuth()
@@ -367,19 +366,22 @@ func (s *Server) fire() {
 	}
 }
 
-// Links counts the gateways this router reaches over a link.
-func (s *Server) Links() int {
-	if s.links == nil {
+// HTTP2Conns counts the router's HTTP/2 connections to gateways open now.
+func (s *Server) HTTP2Conns() int {
+	if s.h2 == nil {
 		return 0
 	}
-	return s.links.Links()
+	return s.h2.Conns()
 }
 
-// Close closes the router's links to gateways, whose streams in flight
-// fail: call it once the HTTP server has shut down.
+// Close closes the router's idle connections to backends: call it once
+// the HTTP server has shut down.
 func (s *Server) Close() {
-	if s.links != nil {
-		s.links.Close()
+	if c, ok := s.client.Transport.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+	if s.h2 != nil {
+		s.h2.CloseIdleConnections()
 	}
 }
 
