@@ -103,7 +103,7 @@ const SolyxHeartbeatTTL = 500 * time.Millisecond
 // ResiliencePhases are the Solyx AI Grid paper's seven phases as this study defines them.
 func ResiliencePhases() []Phase {
 	all := []int{0, 1, 2, 3, 4, 5, 6, 7, 8}
-	return []Phase{
+	return append([]Phase{
 		{Name: "baseline", Describe: "no fault",
 			Faults: func(time.Duration) []sim.Fault { return nil }},
 		{Name: "capability", Faulty: []int{faultyBackend}, Limit: contextLimit,
@@ -151,7 +151,7 @@ func ResiliencePhases() []Phase {
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultThermal, Backends: []int{faultyBackend}, At: at, PeakC: 25, Ramp: 20 * time.Second, MinClock: 0.4}}
 			}},
-	}
+	}, lifecyclePhases()...)
 }
 
 // PhaseSpec is one run of the study: a phase, a policy, a seed.
@@ -464,6 +464,9 @@ type PhaseMetrics struct {
 	Breaches int     `json:"breaches"`
 	LeadS    float64 `json:"lead_s"`
 	WallS    float64 `json:"wall_s"`
+	// Extra holds the measures of the seeds' phases and checks (see
+	// PhaseExtras); nil when the phase has none.
+	Extra *PhaseExtras `json:"extra,omitempty"`
 }
 
 // Measure computes a run's metrics.
@@ -567,6 +570,7 @@ func Measure(r PhaseRun) PhaseMetrics {
 		m.LeadS = (end - from).Seconds() - m.DetectS
 	}
 	m.RecoverS = recovery(r.Records, from, to, pre, preDone, preTurns)
+	m.Extra = measureExtras(r)
 	return m
 }
 

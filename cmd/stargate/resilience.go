@@ -86,6 +86,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 				lines = append(lines, fmt.Sprintf("%-5s %s: %s (%s)", c.Result, phase, c.What, c.Detail))
 			}
 			lines = append(append(lines, ""), res.PaperComparison()...)
+			lines = append(lines, res.SeedLines()...)
 			return reportStudy(cmd.OutOrStdout(), res.Table(), lines, res.WriteFiles, out, len(res.Runs), start)
 		},
 	}

@@ -88,6 +88,9 @@ type Fleet struct {
 	gatewayHS, engineHS []*http.Server
 	stopGW, stopEngine  []context.CancelFunc
 	killed              []bool
+	// engineCfg and runCtx start an engine again (RestartEngine).
+	engineCfg []engine.Config
+	runCtx    context.Context
 }
 
 // Start brings up the fleet of cfg and returns once every gateway has
@@ -100,7 +103,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	f := &Fleet{cancel: cancel}
+	f := &Fleet{cancel: cancel, runCtx: runCtx}
 	ok := false
 	defer func() {
 		if !ok {
@@ -161,7 +164,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		if err != nil {
 			return nil, fmt.Errorf("fleet: backend %s: %w", b.Name, err)
 		}
-		f.Engines = append(f.Engines, es)
+		f.Engines, f.engineCfg = append(f.Engines, es), append(f.engineCfg, ec)
 		f.engineHS = append(f.engineHS, f.serve(engineLns[i], es.Handler()))
 		engCtx, stopEngine := context.WithCancel(runCtx)
 		f.stopEngine = append(f.stopEngine, stopEngine)
