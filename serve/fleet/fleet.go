@@ -57,6 +57,10 @@ type Options struct {
 	MaxModelLen int
 	// OpenInfo serves the gateways' /metrics to anyone (scrapers).
 	OpenInfo bool
+	// HeartbeatTTL, if > 0, replaces the routers' heartbeat TTL
+	// (router.DefaultLiveHeartbeatTTL); the gateways' heartbeat interval
+	// is the simulator configuration's (sim.Config.Gateway).
+	HeartbeatTTL time.Duration
 }
 
 // Fleet is a running fleet.
@@ -206,6 +210,9 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 			rc.Hooks = opts.Hooks(ri)
 		}
 		rc.Console = opts.Console
+		if opts.HeartbeatTTL > 0 {
+			rc.Liveness.HeartbeatTTL = opts.HeartbeatTTL
+		}
 		rs, err := router.New(rc, reg)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: router %s: %w", u, err)

@@ -1,0 +1,87 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/policy"
+	rcore "github.com/stargate-llm/stargate/router"
+)
+
+// detection is one live failover: how long after the kill the router marked
+// the killed backend Failed, and how often, over the watch before the
+// kill, it had the healthy backends Failed (a false failure).
+type detection struct {
+	detect      time.Duration
+	falseFailed int
+}
+
+// measureDetection starts the small fleet with the given heartbeat TTL and
+// interval, watches the healthy fleet for watch, kills local-1 and times
+// the router's Failed mark.
+func measureDetection(t *testing.T, ttl, interval, watch time.Duration) detection {
+	t.Helper()
+	reg := policy.NewRegistry()
+	fl, _ := config.Preset("small")
+	fl.Gateway.HeartbeatInterval = interval
+	cfg, err := fl.SimConfig(config.Run{Policy: "round-robin", RPS: 1, Seed: 1, Warmup: time.Second, Measure: time.Second}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	f, err := Start(ctx, cfg, reg, Options{Seed: 1, HeartbeatTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	r := f.Routers[0]
+	var d detection
+	for end := time.Now().Add(watch); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		for _, b := range r.Backends() {
+			if b.State == "failed" {
+				d.falseFailed++
+			}
+		}
+	}
+	if err := f.KillBackend(1); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	for deadline := killed.Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if backendByName(t, r, "local-1").State == "failed" {
+			d.detect = time.Since(killed)
+			return d
+		}
+	}
+	t.Fatalf("TTL %v: the router did not fail the killed backend within 10 s", ttl)
+	return d
+}
+
+// TestLiveDetectionTTL kills a backend of a live fleet under three liveness
+// settings: ours (TTL 1.5 s, heartbeats every 500 ms), the Solyx AI Grid
+// paper's (TTL 500 ms, heartbeats every 500 ms) and the paper's TTL with
+// heartbeats every 250 ms. The router fails the killed backend no sooner
+// than the TTL less one heartbeat interval after the kill (its last
+// heartbeat may have come just before). The figures are logged for
+// docs/solyx.md (go test -v -count=5 -run TestLiveDetectionTTL ./serve/fleet/).
+func TestLiveDetectionTTL(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		ttl, interval time.Duration
+	}{
+		{"ours", rcore.DefaultLiveHeartbeatTTL, 500 * time.Millisecond},
+		{"solyx", 500 * time.Millisecond, 500 * time.Millisecond},
+		{"solyx-ttl-250ms-heartbeat", 500 * time.Millisecond, 250 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := measureDetection(t, tc.ttl, tc.interval, 2*time.Second)
+			if d.detect < tc.ttl-tc.interval {
+				t.Errorf("failed %v after the kill, sooner than the TTL %v less one heartbeat %v", d.detect, tc.ttl, tc.interval)
+			}
+			t.Logf("ttl %v interval %v: detected %v after the kill; healthy backends seen Failed %d times in 2 s", tc.ttl, tc.interval, d.detect.Round(time.Millisecond), d.falseFailed)
+		})
+	}
+}
