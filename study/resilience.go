@@ -86,6 +86,14 @@ type Phase struct {
 	// SimOnly phases are left out of a live study (the live fleet does not
 	// take the phase's settings).
 	SimOnly bool
+	// Load, if > 0, scales the study's rate in this phase (the network
+	// sub-phases' near-idle and saturation).
+	Load float64
+	// Arms, if set, are the phase's policies when none is chosen, instead
+	// of the study's (the network sub-phases' three arms).
+	Arms []string
+	// Optional phases run only when named (--phase), not in the whole study.
+	Optional bool
 }
 
 // kind is the phase whose measures this one takes.
@@ -151,7 +159,7 @@ func ResiliencePhases() []Phase {
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultThermal, Backends: []int{faultyBackend}, At: at, PeakC: 25, Ramp: 20 * time.Second, MinClock: 0.4}}
 			}},
-	}, lifecyclePhases()...)
+	}, append(lifecyclePhases(), networkPhases()...)...)
 }
 
 // PhaseSpec is one run of the study: a phase, a policy, a seed.
@@ -279,6 +287,7 @@ var ErrBadOptions = errors.New("bad resilience study options")
 
 // ResilienceSpecs expands the study into runs.
 func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
+	opts.Phases = expandPhaseGroups(opts.Phases)
 	reps := opts.Replicates
 	onset, pre, post := 180*time.Second, 30*time.Second, 60*time.Second
 	if opts.Live != nil {
@@ -324,7 +333,7 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 			}
 			continue
 		}
-		if len(opts.Phases) == 0 || slices.Contains(opts.Phases, ph.Name) {
+		if (len(opts.Phases) == 0 && !ph.Optional) || slices.Contains(opts.Phases, ph.Name) {
 			phases = append(phases, ph)
 		}
 	}
@@ -338,6 +347,13 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 		phasePols := pols
 		if len(opts.Policies) == 0 {
 			phasePols = append(slices.Clip(pols), ph.Extra...)
+			if len(ph.Arms) > 0 {
+				phasePols = ph.Arms
+			}
+		}
+		rps := rps
+		if ph.Load > 0 {
+			rps *= ph.Load
 		}
 		for _, pol := range phasePols {
 			for seed := uint64(1); seed <= uint64(reps); seed++ {

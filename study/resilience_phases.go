@@ -28,6 +28,117 @@ func lifecyclePhases() []Phase {
 	}
 }
 
+// NetworkArms are the Solyx AI Grid paper's three arms of its
+// network-aware placement evaluation: round-robin, Solyx-gpu-only (its
+// eight hardware and application signals: PressureNoNet) and
+// Solyx-10-signal (pressure).
+var NetworkArms = []string{"round-robin", PressureNoNet, "pressure"}
+
+// The network sub-phases' loads, as shares of ResilienceRPS: near idle, and
+// near saturation.
+const (
+	nearIdleLoad   = 0.2
+	saturationLoad = 1.4 // set before measuring; see docs/solyx.md
+	// netJitter is the jitter sub-phase's mean exponential delay each way.
+	netJitter = 20 * time.Millisecond
+	// jitterBeforeRecovery is how long the recovery sub-phase's jitter
+	// lasts before it ends at the onset.
+	jitterBeforeRecovery = 60 * time.Second
+)
+
+// networkPhases are the Solyx AI Grid paper's five network sub-phases, each
+// run with its three arms (NetworkArms).
+func networkPhases() []Phase {
+	none := func(time.Duration) []sim.Fault { return nil }
+	jitter := func(at time.Duration) []sim.Fault {
+		return []sim.Fault{{Kind: sim.FaultPath, Backends: westSite, At: at, Jitter: netJitter}}
+	}
+	phases := []Phase{
+		{Name: "net-near-idle", Load: nearIdleLoad, Arms: NetworkArms, Faults: none,
+			Describe: fmt.Sprintf("no fault at %.0f%% of the study's rate (the paper's near_idle)", nearIdleLoad*100)},
+		{Name: "net-symmetric", Arms: NetworkArms, Faults: none,
+			Describe: "no fault at the study's rate, every path as the sites' latencies make it (the paper's symmetric)"},
+		{Name: "net-saturation", Load: saturationLoad, Arms: NetworkArms, Faults: none,
+			Describe: fmt.Sprintf("no fault at %.0f%% of the study's rate, near saturation (the paper's saturation)", saturationLoad*100)},
+		{Name: "net-jitter-20ms", Base: "wan-jitter", Faulty: westSite, Arms: NetworkArms, Faults: jitter,
+			Describe: fmt.Sprintf("the west site's paths gain an exponential delay of mean %v each way at the onset (the paper's jitter 20ms)", netJitter)},
+		{Name: "net-recovery", Faulty: westSite, Arms: NetworkArms, SimOnly: true,
+			Describe: fmt.Sprintf("the west site's %v jitter, on for %v, ends at the onset (the paper's recovery)", netJitter, jitterBeforeRecovery),
+			Faults: func(at time.Duration) []sim.Fault {
+				return []sim.Fault{{Kind: sim.FaultPath, Backends: westSite, At: at - jitterBeforeRecovery, Until: at, Jitter: netJitter}}
+			}},
+	}
+	for i := range phases {
+		phases[i].Optional = true // 75 runs: run them as --phase network
+	}
+	return phases
+}
+
+// NetworkPhaseGroup names the five network sub-phases at once (--phase network).
+const NetworkPhaseGroup = "network"
+
+// expandPhaseGroups replaces NetworkPhaseGroup in a phase list by the
+// network sub-phases.
+func expandPhaseGroups(names []string) []string {
+	i := slices.Index(names, NetworkPhaseGroup)
+	if i < 0 {
+		return names
+	}
+	var net []string
+	for _, p := range networkPhases() {
+		net = append(net, p.Name)
+	}
+	return slices.Concat(names[:i], net, expandPhaseGroups(names[i+1:]))
+}
+
+// solyxNetwork is the Solyx AI Grid paper's Table 7: P95 TTFT in ms of
+// round-robin, Solyx-gpu-only and Solyx-10-signal per sub-phase.
+var solyxNetwork = map[string][3]float64{
+	"net-near-idle":   {587, 562, 491},
+	"net-symmetric":   {712, 678, 547},
+	"net-saturation":  {1842, 1247, 901},
+	"net-jitter-20ms": {1971, 1583, 1142},
+	"net-recovery":    {824, 712, 561},
+}
+
+// NetworkLines sets the network sub-phases' TTFT p95 per arm beside the
+// Solyx AI Grid paper's, with the network signals' gain (gpu-only to
+// 10-signal) of each.
+func (r *ResilienceResults) NetworkLines() []string {
+	type key struct{ phase, policy, mode string }
+	cells := map[key]PhaseCell{}
+	for _, c := range r.Cells() {
+		cells[key{c.Phase, c.Policy, c.Mode}] = c
+	}
+	var lines []string
+	for _, mode := range r.modes() {
+		for _, ph := range networkPhases() {
+			var p95 [3]Stat
+			have := true
+			for i, arm := range NetworkArms {
+				c, ok := cells[key{ph.Name, arm, mode}]
+				have = have && ok
+				p95[i] = c.P95
+			}
+			if !have {
+				continue
+			}
+			if len(lines) == 0 {
+				lines = append(lines, "network sub-phases, TTFT p95 s (round-robin / gpu-only / 10-signal; net gain) against the Solyx AI Grid paper's:")
+			}
+			paper := solyxNetwork[ph.Name]
+			gain := 0.0
+			if p95[1].Mean > 0 {
+				gain = 100 * (p95[1].Mean - p95[2].Mean) / p95[1].Mean
+			}
+			lines = append(lines, fmt.Sprintf("%s%-16s %.2f ± %.2f / %.2f ± %.2f / %.2f ± %.2f; gain %.1f%%   (paper %.3f / %.3f / %.3f; gain %.1f%%)",
+				modeLabel(mode), ph.Name, p95[0].Mean, p95[0].Half, p95[1].Mean, p95[1].Half, p95[2].Mean, p95[2].Half, gain,
+				paper[0]/1000, paper[1]/1000, paper[2]/1000, 100*(paper[1]-paper[2])/paper[1]))
+		}
+	}
+	return lines
+}
+
 // PhaseExtras are the measures of the phases and checks added for the
 // seeds' experiments, beside PhaseMetrics' own.
 type PhaseExtras struct {

@@ -3,6 +3,7 @@ package study
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +63,59 @@ func TestRestartPhaseNoCascade(t *testing.T) {
 	lines := (&ResilienceResults{Runs: []PhaseMetrics{m}}).SeedLines()
 	if len(lines) != 1 {
 		t.Errorf("report lines %q, want one for the restart phase", lines)
+	}
+}
+
+// TestNetworkSubPhases: the five sub-phases run with the paper's three arms
+// by default, at their own loads, the recovery's jitter ending at the
+// onset; the report sets each arm's p95 beside the paper's.
+func TestNetworkSubPhases(t *testing.T) {
+	names := []string{"net-near-idle", "net-symmetric", "net-saturation", "net-jitter-20ms", "net-recovery"}
+	specs, err := ResilienceSpecs(ResilienceOptions{Replicates: 2, Phases: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != len(names)*len(NetworkArms)*2 {
+		t.Fatalf("%d specs, want %d (5 sub-phases x 3 arms x 2 seeds)", len(specs), len(names)*len(NetworkArms)*2)
+	}
+	var runs []PhaseMetrics
+	for _, sp := range specs {
+		if !slices.Contains(NetworkArms, sp.Policy) {
+			t.Errorf("%s runs %s, not one of the paper's arms", sp.Phase.Name, sp.Policy)
+		}
+		want := float64(ResilienceRPS)
+		switch sp.Phase.Name {
+		case "net-near-idle":
+			want *= nearIdleLoad
+		case "net-saturation":
+			want *= saturationLoad
+		}
+		if sp.RPS != want {
+			t.Errorf("%s at %.2f req/s, want %.2f", sp.Phase.Name, sp.RPS, want)
+		}
+		if sp.Phase.Name == "net-recovery" {
+			fs := sp.Phase.Faults(sp.Onset)
+			if len(fs) != 1 || fs[0].Until != sp.Onset || fs[0].At >= sp.Onset {
+				t.Errorf("recovery faults %+v: want jitter before the onset, ending at it", fs)
+			}
+		}
+		// A synthetic result: 10-signal faster than gpu-only, faster than round-robin.
+		p95 := map[string]float64{"round-robin": 2, PressureNoNet: 1, "pressure": 0.8}[sp.Policy]
+		runs = append(runs, PhaseMetrics{Phase: sp.Phase.Name, Policy: sp.Policy, Seed: sp.Seed, P95S: p95})
+	}
+	lines := (&ResilienceResults{Runs: runs}).NetworkLines()
+	grouped, err := ResilienceSpecs(ResilienceOptions{Replicates: 2, Phases: []string{NetworkPhaseGroup}})
+	if err != nil || len(grouped) != len(specs) {
+		t.Errorf("--phase network: %d specs (%v), want the %d of the five sub-phases", len(grouped), err, len(specs))
+	}
+	all, _ := ResilienceSpecs(ResilienceOptions{Replicates: 2})
+	if slices.ContainsFunc(all, func(sp PhaseSpec) bool { return strings.HasPrefix(sp.Phase.Name, "net-") }) {
+		t.Error("the whole study runs the network sub-phases; they run only when named")
+	}
+	if len(lines) != 1+len(names) {
+		t.Fatalf("network lines %q, want a header and one per sub-phase", lines)
+	}
+	if !strings.Contains(lines[1], "gain 20.0%") || !strings.Contains(lines[1], "paper 0.587") {
+		t.Errorf("near-idle line %q: want the 20%% gain of 1.0 -> 0.8 s and the paper's 587 ms", lines[1])
 	}
 }

@@ -86,7 +86,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 				lines = append(lines, fmt.Sprintf("%-5s %s: %s (%s)", c.Result, phase, c.What, c.Detail))
 			}
 			lines = append(append(lines, ""), res.PaperComparison()...)
-			lines = append(lines, res.SeedLines()...)
+			lines = append(append(lines, res.SeedLines()...), res.NetworkLines()...)
 			return reportStudy(cmd.OutOrStdout(), res.Table(), lines, res.WriteFiles, out, len(res.Runs), start)
 		},
 	}
@@ -97,7 +97,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
 	f.IntVar(&replicates, "replicates", 0, "seeds per phase and policy (default 5, 2 with --quick)")
 	f.DurationVar(&post, "post", 0, "span measured after the onset (default 60 s, 30 s with --quick)")
-	f.StringSliceVar(&phases, "phase", nil, "run only these phases (repeat or comma-separate)")
+	f.StringSliceVar(&phases, "phase", nil, "run only these phases (repeat or comma-separate; network: the five network sub-phases)")
 	f.StringSliceVar(&policies, "policy", nil, "run only these policies (default: pressure, pulsar-waw, least-request, round-robin; live: pressure, least-request, round-robin; both add pressure-no-net in wan-jitter)")
 	return cmd
 }
