@@ -119,3 +119,34 @@ func TestNetworkSubPhases(t *testing.T) {
 		t.Errorf("near-idle line %q: want the 20%% gain of 1.0 -> 0.8 s and the paper's 587 ms", lines[1])
 	}
 }
+
+// calRunner answers calibration steps with a p95 that depends on the policy.
+type calRunner struct{ specs []StepSpec }
+
+func (c *calRunner) Step(_ context.Context, s StepSpec) (StepFigures, error) {
+	c.specs = append(c.specs, s)
+	p95 := map[string]float64{"round-robin": 0.9, "pressure": 0.4}[s.Policy]
+	return StepFigures{Rate: s.Rate, Sent: 600, Completed: 600, Success: 1, TTFTP95S: p95}, nil
+}
+
+// TestCalibration: every policy runs baseline_mixed at 10 req/s for 60 s
+// with no warm-up, and the report names the lowest p95.
+func TestCalibration(t *testing.T) {
+	var r calRunner
+	cal, err := Calibrate(context.Background(), &r, []string{"round-robin", "pressure"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.specs) != 2 || len(cal) != 2 {
+		t.Fatalf("%d steps, %d results; want one per policy", len(r.specs), len(cal))
+	}
+	for _, s := range r.specs {
+		if s.Class.Name != "baseline_mixed" || s.Rate != 10 || s.Warmup != 0 || s.Measure != 60*time.Second {
+			t.Errorf("calibration step %s at %v req/s, warm-up %v, measured %v; want baseline_mixed, 10, 0, 60 s", s.Class.Name, s.Rate, s.Warmup, s.Measure)
+		}
+	}
+	lines := calibrationLines(cal)
+	if len(lines) != 4 || !strings.HasSuffix(lines[3], "pressure") {
+		t.Errorf("calibration lines %q: want a header, one per policy and pressure as the lowest p95", lines)
+	}
+}
