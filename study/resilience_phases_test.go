@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/metrics"
 )
 
 // TestRestartPhaseNoCascade: a backend whose engine dies under load and
@@ -61,8 +62,14 @@ func TestRestartPhaseNoCascade(t *testing.T) {
 		t.Errorf("success %.2f%%, other backends' SLO attainment %.2f%%: want 100%% and at least 99%%", m.SuccessPct, x.OthersGoodPct)
 	}
 	lines := (&ResilienceResults{Runs: []PhaseMetrics{m}}).SeedLines()
-	if len(lines) != 1 {
-		t.Errorf("report lines %q, want one for the restart phase", lines)
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "restart pulsar-waw: other backends'") }) {
+		t.Errorf("report lines %q lack the restart phase's", lines)
+	}
+	if x.E2EP95S <= m.P95S || x.E2EP50S <= 0 {
+		t.Errorf("E2E p50 %.3f s, p95 %.3f s against TTFT p95 %.3f s: want E2E, which includes the output, longer", x.E2EP50S, x.E2EP95S, m.P95S)
+	}
+	if x.MaxGapS <= 0 || x.MaxGapS > MaxSampleGap.Seconds() {
+		t.Errorf("longest gap between samples %.3f s, want within (0, %v] at 45 req/s", x.MaxGapS, MaxSampleGap)
 	}
 }
 
@@ -148,5 +155,33 @@ func TestCalibration(t *testing.T) {
 	lines := calibrationLines(cal)
 	if len(lines) != 4 || !strings.HasSuffix(lines[3], "pressure") {
 		t.Errorf("calibration lines %q: want a header, one per policy and pressure as the lowest p95", lines)
+	}
+}
+
+// TestGapCheck: a run whose samples leave a gap over 5 s fails the study's
+// data-integrity check, which names it; one within passes.
+func TestGapCheck(t *testing.T) {
+	run := func(ends ...time.Duration) PhaseRun {
+		sp := PhaseSpec{Phase: Phase{Name: "baseline"}, Policy: "pressure", Seed: 3, Onset: 30 * time.Second, Pre: 10 * time.Second, Post: 20 * time.Second}
+		r := PhaseRun{Spec: sp}
+		for _, e := range ends {
+			r.Records = append(r.Records, metrics.TurnRecord{Start: e - time.Second, FirstToken: e - 900*time.Millisecond, End: e, Completed: true})
+		}
+		return r
+	}
+	ok := Measure(run(21*time.Second, 25*time.Second, 29*time.Second, 33*time.Second, 37*time.Second, 41*time.Second, 45*time.Second, 49*time.Second))
+	bad := Measure(run(21*time.Second, 25*time.Second, 31500*time.Millisecond, 35*time.Second))
+	if ok.Extra.MaxGapS != 4 || bad.Extra.MaxGapS != 6.5 {
+		t.Fatalf("gaps %.2f and %.2f s, want 4 and 6.5", ok.Extra.MaxGapS, bad.Extra.MaxGapS)
+	}
+	if err := (&ResilienceResults{Runs: []PhaseMetrics{ok}}).CheckGaps(); err != nil {
+		t.Errorf("a 4 s gap failed the check: %v", err)
+	}
+	err := (&ResilienceResults{Runs: []PhaseMetrics{ok, bad}}).CheckGaps()
+	if err == nil || !strings.Contains(err.Error(), "baseline pressure seed 3: 6.50 s") {
+		t.Errorf("a 6.5 s gap: %v, want an error naming the run", err)
+	}
+	if ok.Extra.E2EP50S != 1 {
+		t.Errorf("E2E p50 %.3f s, want 1 s", ok.Extra.E2EP50S)
 	}
 }

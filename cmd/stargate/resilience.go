@@ -87,7 +87,13 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			}
 			lines = append(append(lines, ""), res.PaperComparison()...)
 			lines = append(append(lines, res.SeedLines()...), res.NetworkLines()...)
-			return reportStudy(cmd.OutOrStdout(), res.Table(), lines, res.WriteFiles, out, len(res.Runs), start)
+			if err := reportStudy(cmd.OutOrStdout(), res.Table(), lines, res.WriteFiles, out, len(res.Runs), start); err != nil {
+				return err
+			}
+			if err := res.CheckGaps(); err != nil {
+				return failure{err}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
