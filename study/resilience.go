@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/router"
@@ -177,6 +178,8 @@ type PhaseSpec struct {
 	// Mode labels the run in the report: "" for the simulator study,
 	// "sim" and "live" for the two halves of a live study.
 	Mode string
+	// Fleet, if set, replaces ResilienceFleet (ResilienceOptions.Fleet).
+	Fleet *config.Fleet
 }
 
 // PhaseRun is what one run produced, in the shape both a simulated and a
@@ -215,6 +218,9 @@ type SimPhaseRunner struct {
 // decides whether to use them.
 func resilienceRunSpec(ps PhaseSpec) RunSpec {
 	fl, _ := ResilienceFleetAt(ps.Scale)
+	if ps.Fleet != nil {
+		fl = ps.Fleet
+	}
 	ttl := router.DefaultHeartbeatTTL
 	if ps.Phase.HeartbeatTTL > 0 {
 		ttl = ps.Phase.HeartbeatTTL
@@ -269,6 +275,11 @@ type ResilienceOptions struct {
 	Policies []string
 	Progress Progress
 	Runner   PhaseRunner
+	// Fleet, if set, runs the study on another fleet (simulator only;
+	// every phase's backends must exist in it), at RPS, or by default at
+	// the study's rate per GPU (ResilienceRPS over ResilienceFleet's GPUs).
+	Fleet *config.Fleet
+	RPS   float64
 	// Live, when set, makes a live study: every spec runs at LiveScale on
 	// Live and, as its twin, on Runner (the simulator), with LivePolicies
 	// by default and the live windows (see ResilienceSpecs).
@@ -342,6 +353,15 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 			return nil, fmt.Errorf("%w: unknown phase %q (phases: %s)", ErrBadOptions, name, phaseNames())
 		}
 	}
+	if opts.Fleet != nil {
+		if opts.Live != nil {
+			return nil, fmt.Errorf("%w: a study on another fleet runs in the simulator only, not with --live", ErrBadOptions)
+		}
+		var err error
+		if rps, err = fleetRate(opts.Fleet, opts.RPS, phases); err != nil {
+			return nil, err
+		}
+	}
 	var specs []PhaseSpec
 	for _, ph := range phases {
 		phasePols := pols
@@ -359,7 +379,7 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 			for seed := uint64(1); seed <= uint64(reps); seed++ {
 				for _, mode := range modes {
 					specs = append(specs, PhaseSpec{Phase: ph, Policy: pol, Seed: seed, RPS: rps, Onset: onset, Pre: pre, Post: post,
-						Scale: scale, Mode: mode})
+						Scale: scale, Mode: mode, Fleet: opts.Fleet})
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/sim"
@@ -366,4 +367,43 @@ func (r *ResilienceResults) latencyLines() []string {
 			gap))
 	}
 	return lines
+}
+
+// fleetGPUs counts a fleet's GPUs and backends.
+func fleetGPUs(f *config.Fleet) (gpus, backends int) {
+	for _, r := range f.Regions {
+		for _, b := range r.Backends {
+			n := max(b.Count, 1)
+			gpus += n * b.GPUs
+			backends += n
+		}
+	}
+	return gpus, backends
+}
+
+// fleetRate checks that every phase's faults name backends of fleet f and
+// returns the study's rate on it: rps if set, else ResilienceRPS per GPU of
+// ResilienceFleet times f's GPUs.
+func fleetRate(f *config.Fleet, rps float64, phases []Phase) (float64, error) {
+	gpus, backends := fleetGPUs(f)
+	if gpus == 0 {
+		return 0, fmt.Errorf("%w: fleet %s has no GPU", ErrBadOptions, f.Name)
+	}
+	for _, ph := range phases {
+		for _, ft := range ph.Faults(time.Hour) {
+			for _, b := range append(slices.Clone(ft.Backends), ph.Faulty...) {
+				if b >= backends {
+					return 0, fmt.Errorf("%w: phase %q needs backend index %d, fleet %s has %d backends; choose other phases with --phase", ErrBadOptions, ph.Name, b, f.Name, backends)
+				}
+			}
+		}
+	}
+	if rps < 0 {
+		return 0, fmt.Errorf("%w: rate must be >= 0 (0: the study's rate per GPU), got %v", ErrBadOptions, rps)
+	}
+	if rps > 0 {
+		return rps, nil
+	}
+	studyGPUs, _ := fleetGPUs(ResilienceFleet())
+	return ResilienceRPS * float64(gpus) / float64(studyGPUs), nil
 }

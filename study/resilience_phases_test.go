@@ -2,11 +2,13 @@ package study
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/metrics"
 )
@@ -183,5 +185,35 @@ func TestGapCheck(t *testing.T) {
 	}
 	if ok.Extra.E2EP50S != 1 {
 		t.Errorf("E2E p50 %.3f s, want 1 s", ok.Extra.E2EP50S)
+	}
+}
+
+// TestOtherFleet: the study runs on another fleet at the study's rate per
+// GPU, and refuses a phase that names a backend the fleet lacks.
+func TestOtherFleet(t *testing.T) {
+	fl, err := config.Load("../examples/solyx-six-gpu.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := ResilienceSpecs(ResilienceOptions{Replicates: 2, Phases: []string{"failover", "restart"}, Fleet: fl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range specs {
+		if sp.Fleet != fl || sp.RPS != 7.5 {
+			t.Fatalf("spec on fleet %v at %.2f req/s, want the six-GPU fleet at 7.5 (45 x 6/36)", sp.Fleet, sp.RPS)
+		}
+	}
+	if rs := resilienceRunSpec(specs[0]); len(rs.Fleet.Regions) != 3 || rs.Fleet.Name != "solyx-six-gpu" {
+		t.Errorf("run spec fleet %s, want solyx-six-gpu", rs.Fleet.Name)
+	}
+	for _, phase := range []string{"wan-jitter", "telemetry-loss"} {
+		_, err := ResilienceSpecs(ResilienceOptions{Replicates: 2, Phases: []string{phase}, Fleet: fl})
+		if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "6 backends") {
+			t.Errorf("%s on six backends: %v, want ErrBadOptions naming the fleet's size", phase, err)
+		}
+	}
+	if _, err := ResilienceSpecs(ResilienceOptions{Replicates: 2, Phases: []string{"failover"}, Fleet: fl, Live: LivePhaseRunner{}}); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("a live study on another fleet: %v, want ErrBadOptions", err)
 	}
 }
