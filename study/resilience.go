@@ -406,6 +406,9 @@ func Resilience(ctx context.Context, opts ResilienceOptions) (*ResilienceResults
 		runner = SimPhaseRunner{}
 	}
 	res := &ResilienceResults{Study: "resilience", Quick: opts.Quick, RPS: ResilienceRPS}
+	if opts.Fleet != nil {
+		res.RPS = specs[0].RPS
+	}
 	if opts.Live == nil {
 		runs, err := runner.RunPhases(ctx, specs, opts.Progress)
 		if err != nil {
