@@ -56,15 +56,15 @@ func networkPhases() []Phase {
 	}
 	phases := []Phase{
 		{Name: "net-near-idle", Load: nearIdleLoad, Arms: NetworkArms, Faults: none,
-			Describe: fmt.Sprintf("no fault at %.0f%% of the study's rate (the paper's near_idle)", nearIdleLoad*100)},
+			Describe: fmt.Sprintf("no fault at %.0f%% of the study's rate (the Solyx AI Grid paper's near_idle)", nearIdleLoad*100)},
 		{Name: "net-symmetric", Arms: NetworkArms, Faults: none,
-			Describe: "no fault at the study's rate, every path as the sites' latencies make it (the paper's symmetric)"},
+			Describe: "no fault at the study's rate, every path as the sites' latencies make it (the Solyx AI Grid paper's symmetric)"},
 		{Name: "net-saturation", Load: saturationLoad, Arms: NetworkArms, Faults: none,
-			Describe: fmt.Sprintf("no fault at %.0f%% of the study's rate, near saturation (the paper's saturation)", saturationLoad*100)},
+			Describe: fmt.Sprintf("no fault at %.0f%% of the study's rate, near saturation (the Solyx AI Grid paper's saturation)", saturationLoad*100)},
 		{Name: "net-jitter-20ms", Base: "wan-jitter", Faulty: westSite, Arms: NetworkArms, Faults: jitter,
-			Describe: fmt.Sprintf("the west site's paths gain an exponential delay of mean %v each way at the onset (the paper's jitter 20ms)", netJitter)},
+			Describe: fmt.Sprintf("the west site's paths gain an exponential delay of mean %v each way at the onset (the Solyx AI Grid paper's jitter 20ms)", netJitter)},
 		{Name: "net-recovery", Faulty: westSite, Arms: NetworkArms, SimOnly: true,
-			Describe: fmt.Sprintf("the west site's %v jitter, on for %v, ends at the onset (the paper's recovery)", netJitter, jitterBeforeRecovery),
+			Describe: fmt.Sprintf("the west site's %v jitter, on for %v, ends at the onset (the Solyx AI Grid paper's recovery)", netJitter, jitterBeforeRecovery),
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultPath, Backends: westSite, At: at - jitterBeforeRecovery, Until: at, Jitter: netJitter}}
 			}},

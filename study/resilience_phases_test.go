@@ -75,9 +75,9 @@ func TestRestartPhaseNoCascade(t *testing.T) {
 	}
 }
 
-// TestNetworkSubPhases: the five sub-phases run with the paper's three arms
+// TestNetworkSubPhases: the five sub-phases run with the Solyx AI Grid paper's three arms
 // by default, at their own loads, the recovery's jitter ending at the
-// onset; the report sets each arm's p95 beside the paper's.
+// onset; the report sets each arm's p95 beside the Solyx AI Grid paper's.
 func TestNetworkSubPhases(t *testing.T) {
 	names := []string{"net-near-idle", "net-symmetric", "net-saturation", "net-jitter-20ms", "net-recovery"}
 	specs, err := ResilienceSpecs(ResilienceOptions{Replicates: 2, Phases: names})
@@ -90,7 +90,7 @@ func TestNetworkSubPhases(t *testing.T) {
 	var runs []PhaseMetrics
 	for _, sp := range specs {
 		if !slices.Contains(NetworkArms, sp.Policy) {
-			t.Errorf("%s runs %s, not one of the paper's arms", sp.Phase.Name, sp.Policy)
+			t.Errorf("%s runs %s, not one of the Solyx AI Grid paper's arms", sp.Phase.Name, sp.Policy)
 		}
 		want := float64(ResilienceRPS)
 		switch sp.Phase.Name {
@@ -125,7 +125,7 @@ func TestNetworkSubPhases(t *testing.T) {
 		t.Fatalf("network lines %q, want a header and one per sub-phase", lines)
 	}
 	if !strings.Contains(lines[1], "gain 20.0%") || !strings.Contains(lines[1], "paper 0.587") {
-		t.Errorf("near-idle line %q: want the 20%% gain of 1.0 -> 0.8 s and the paper's 587 ms", lines[1])
+		t.Errorf("near-idle line %q: want the 20%% gain of 1.0 -> 0.8 s and the Solyx AI Grid paper's 587 ms", lines[1])
 	}
 }
 

@@ -62,7 +62,7 @@ func measureDetection(t *testing.T, ttl, interval, watch time.Duration) detectio
 
 // TestLiveDetectionTTL kills a backend of a live fleet under three liveness
 // settings: ours (TTL 1.5 s, heartbeats every 500 ms), the Solyx AI Grid
-// paper's (TTL 500 ms, heartbeats every 500 ms) and the paper's TTL with
+// paper's (TTL 500 ms, heartbeats every 500 ms) and the Solyx AI Grid paper's TTL with
 // heartbeats every 250 ms. The router fails the killed backend no sooner
 // than the TTL less one heartbeat interval after the kill (its last
 // heartbeat may have come just before). The figures are logged for
