@@ -97,6 +97,9 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			}
 			lines = append(append(lines, ""), res.PaperComparison()...)
 			lines = append(append(lines, res.SeedLines()...), res.NetworkLines()...)
+			if cp, err := study.MeasureControlPlane(study.StudyBackends(opts.Fleet), 1000); err == nil {
+				lines = append(lines, "", study.ControlPlaneLine(cp))
+			}
 			if err := reportStudy(cmd.OutOrStdout(), res.Table(), lines, res.WriteFiles, out, len(res.Runs), start); err != nil {
 				return err
 			}
