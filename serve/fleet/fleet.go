@@ -41,6 +41,10 @@ const MaxModelLen = 131072
 type Options struct {
 	// RoutersPerRegion replaces each region's router count when > 0.
 	RoutersPerRegion int
+	// HeartbeatTTL, if > 0, replaces the routers' heartbeat TTL
+	// (router.DefaultLiveHeartbeatTTL); the gateways' heartbeat interval
+	// is the simulator configuration's (sim.Config.Gateway).
+	HeartbeatTTL time.Duration
 	// Seed seeds the engines' output text and the policies.
 	Seed   uint64
 	Logger *slog.Logger
@@ -57,10 +61,6 @@ type Options struct {
 	MaxModelLen int
 	// OpenInfo serves the gateways' /metrics to anyone (scrapers).
 	OpenInfo bool
-	// HeartbeatTTL, if > 0, replaces the routers' heartbeat TTL
-	// (router.DefaultLiveHeartbeatTTL); the gateways' heartbeat interval
-	// is the simulator configuration's (sim.Config.Gateway).
-	HeartbeatTTL time.Duration
 }
 
 // Fleet is a running fleet.
@@ -86,15 +86,16 @@ type Fleet struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
+	// engineCfg and runCtx start an engine again (RestartEngine).
+	engineCfg []engine.Config
+	runCtx    context.Context
+
 	mu sync.Mutex
 	// By backend: its gateway's and engine's servers and what stops their
 	// loops (KillBackend); killed says which are dead.
 	gatewayHS, engineHS []*http.Server
 	stopGW, stopEngine  []context.CancelFunc
 	killed              []bool
-	// engineCfg and runCtx start an engine again (RestartEngine).
-	engineCfg []engine.Config
-	runCtx    context.Context
 }
 
 // Start brings up the fleet of cfg and returns once every gateway has
@@ -107,7 +108,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	f := &Fleet{cancel: cancel, runCtx: runCtx}
+	f := &Fleet{cancel: cancel}
 	ok := false
 	defer func() {
 		if !ok {
@@ -116,6 +117,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 	}()
 	key := auth.RandomKey("fleet")
 	f.Key = key
+	f.runCtx = runCtx
 	listen := func() (net.Listener, string, error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -202,6 +204,9 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 			tr.Set(hostOf(f.GatewayURLs[i]), cfg.Latency[f.RouterRegion[ri]][b.Region], 0)
 		}
 		rc := router.DefaultConfig()
+		if opts.HeartbeatTTL > 0 {
+			rc.Liveness.HeartbeatTTL = opts.HeartbeatTTL
+		}
 		rc.ID, rc.Policy, rc.Params, rc.Seed, rc.Key = fmt.Sprintf("router-%d", ri), cfg.Policy, cfg.Params, opts.Seed+uint64(ri), key
 		rc.ExposeBackend = true // experiments attribute each answer to its backend
 		rc.Network = func(base http.RoundTripper) http.RoundTripper { tr.Base = base; return tr }
@@ -210,9 +215,6 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 			rc.Hooks = opts.Hooks(ri)
 		}
 		rc.Console = opts.Console
-		if opts.HeartbeatTTL > 0 {
-			rc.Liveness.HeartbeatTTL = opts.HeartbeatTTL
-		}
 		rs, err := router.New(rc, reg)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: router %s: %w", u, err)
