@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/stargate-llm/stargate/client"
 	"github.com/stargate-llm/stargate/gateway"
 )
 
@@ -169,6 +168,9 @@ func (s *simulation) restart(i int, ending bool) {
 			continue
 		}
 		bs.gw.ObserveEngine(s.now, gateway.EngineProbe{}, nil)
+		// What the engine held is gone from the gateway and the engine;
+		// kill then fails each attempt as a crash does. The gateway lives
+		// on: its stats (Loading) and the workers' timers start again.
 		for _, a := range s.attempts.items {
 			if a == nil || a.done || a.backend != b || a.place != atGateway {
 				continue
@@ -176,17 +178,14 @@ func (s *simulation) restart(i int, ending bool) {
 			if wasActive, _ := bs.gw.Cancel(s.now, a.id, nil); wasActive {
 				for w := range bs.cl.Len() {
 					if bs.cl.Worker(w).Cancel(s.now, a.id) {
-						s.scheduleWorker(b, w)
 						break
 					}
 				}
 			}
-			if !a.streaming { // reset before the first byte: the router may retry it
-				s.refuse(a, client.Errored, false)
-				continue
-			}
-			a.place = responding
-			s.q.push(event{at: s.now + s.back(a, b), kind: evClientError, id: a.id, b: int32(client.Errored)})
+		}
+		s.kill(b)
+		for w := range bs.cl.Len() {
+			s.scheduleWorker(b, w)
 		}
 		s.markStats(b)
 	}
