@@ -50,23 +50,31 @@ func measureDetection(t *testing.T, ttl, interval, watch time.Duration) detectio
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	for deadline := killed.Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+	for deadline := killed.Add(10 * time.Second); d.detect == 0; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("TTL %v: the router did not fail the killed backend within 10 s", ttl)
+		}
 		if backendByName(t, r, "local-1").State == "failed" {
 			d.detect = time.Since(killed)
-			return d
 		}
 	}
-	t.Fatalf("TTL %v: the router did not fail the killed backend within 10 s", ttl)
+	// A dead backend sends nothing more: it stays Failed.
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if st := backendByName(t, r, "local-1").State; st != "failed" {
+			t.Fatalf("TTL %v: the killed backend went back to %s after it was Failed", ttl, st)
+		}
+	}
 	return d
 }
 
 // TestLiveDetectionTTL kills a backend of a live fleet under three liveness
 // settings: ours (TTL 1.5 s, heartbeats every 500 ms), the Solyx AI Grid
 // paper's (TTL 500 ms, heartbeats every 500 ms) and the Solyx AI Grid paper's TTL with
-// heartbeats every 250 ms. The router fails the killed backend no sooner
-// than the TTL less one heartbeat interval after the kill (its last
-// heartbeat may have come just before). The figures are logged for
-// docs/solyx.md (go test -v -count=5 -run TestLiveDetectionTTL ./serve/fleet/).
+// heartbeats every 250 ms. Under each the router fails the killed backend
+// and keeps it Failed. How soon is the figure, logged for docs/solyx.md
+// (go test -v -count=5 -run TestLiveDetectionTTL ./serve/fleet/), not a
+// bound this test checks: on a loaded machine a heartbeat may come late
+// before the kill, and then the router fails the backend sooner.
 func TestLiveDetectionTTL(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
@@ -78,9 +86,6 @@ func TestLiveDetectionTTL(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := measureDetection(t, tc.ttl, tc.interval, 2*time.Second)
-			if d.detect < tc.ttl-tc.interval {
-				t.Errorf("failed %v after the kill, sooner than the TTL %v less one heartbeat %v", d.detect, tc.ttl, tc.interval)
-			}
 			t.Logf("ttl %v interval %v: detected %v after the kill; healthy backends seen Failed %d times in 2 s", tc.ttl, tc.interval, d.detect.Round(time.Millisecond), d.falseFailed)
 		})
 	}

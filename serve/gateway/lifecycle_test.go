@@ -52,8 +52,8 @@ func TestEngineRestartLoading(t *testing.T) {
 	}
 
 	cfg := engine.DefaultConfig()
-	cfg.Key, cfg.LoadTime = testKey, 600*time.Millisecond
-	serveEngine(t, eng.addr, cfg) // a new process, loading its model
+	cfg.Key, cfg.LoadTime = testKey, 3*time.Second
+	serveEngine(t, eng.addr, cfg) // a new process, loading its model (long: a loaded machine is slow to look)
 	poll.Until(t, 5*time.Second, "the new engine's listener", func() bool {
 		resp, err := http.Get("http://" + eng.addr + "/health")
 		if err != nil {
@@ -90,7 +90,7 @@ func TestEngineRestartLoading(t *testing.T) {
 // then Ready.
 func TestEngineLoadingAtStart(t *testing.T) {
 	cfg := engine.DefaultConfig()
-	cfg.Key, cfg.LoadTime = testKey, 500*time.Millisecond
+	cfg.Key, cfg.LoadTime = testKey, 3*time.Second
 	eng := serveEngine(t, "127.0.0.1:0", cfg)
 	g, url := startGateway(t, "http://"+eng.addr, func(c *Config) { c.ScrapeInterval = 20 * time.Millisecond })
 	if !g.Loading() || stateNow(g) != telemetry.Loading {
