@@ -33,6 +33,9 @@ type Config struct {
 	TPSMinRequests int `yaml:"tps_min_requests" json:"tps_min_requests"`
 	// TPSPeakHalfLife is the decay half-life of MaxInputTPS.
 	TPSPeakHalfLife time.Duration `yaml:"tps_peak_half_life" json:"tps_peak_half_life"`
+	// WarmUp is how long the backend stays Loading after its engine serves
+	// again, once the gateway saw it not serving (see ObserveEngine).
+	WarmUp time.Duration `yaml:"warm_up" json:"warm_up"`
 }
 
 // DefaultConfig returns DESIGN's gateway settings.
@@ -46,6 +49,7 @@ func DefaultConfig() Config {
 		HeartbeatInterval:  500 * time.Millisecond,
 		TPSMinRequests:     20,
 		TPSPeakHalfLife:    0,
+		WarmUp:             DefaultWarmUp,
 	}
 }
 
@@ -78,6 +82,9 @@ func (c Config) Validate() error {
 	}
 	if c.TPSPeakHalfLife < 0 {
 		errs = append(errs, fmt.Errorf("tps_peak_half_life must be >= 0 (0: the peak never decays), got %v", c.TPSPeakHalfLife))
+	}
+	if c.WarmUp < 0 {
+		errs = append(errs, fmt.Errorf("warm_up must be >= 0 (0: Ready as soon as the engine serves), got %v", c.WarmUp))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("gateway config: %w", err)
@@ -164,6 +171,8 @@ type Gateway struct {
 	// every report carries the lower.
 	advertised int
 	learned    LimitLearner
+	// life is the engine's loading state (ObserveEngine).
+	life lifecycle
 
 	seq        uint64
 	dirty      bool
@@ -220,9 +229,13 @@ func (g *Gateway) EstimatedWait() time.Duration {
 func (g *Gateway) Offer(now time.Duration, r Request) (Decision, error) {
 	g.countReceived(r.Router)
 	g.changed(now)
-	if len(g.active) < g.capacity && len(g.waiting) == 0 {
+	if len(g.active) < g.capacity && len(g.waiting) == 0 && !g.life.notServing {
 		g.active[r.ID] = now
 		return Admit, nil
+	}
+	if g.life.notServing {
+		g.rejected++
+		return Reject, g.notServingErr()
 	}
 	if g.capacity == 0 {
 		g.rejected++
@@ -292,6 +305,9 @@ func (g *Gateway) Cancel(now time.Duration, id uint64, out []Request) (wasActive
 }
 
 func (g *Gateway) admitWaiting(now time.Duration, out []Request) []Request {
+	if g.life.notServing {
+		return out
+	}
 	n := 0
 	for n < len(g.waiting) && len(g.active) < g.capacity {
 		r := g.waiting[n]
@@ -392,10 +408,14 @@ func (g *Gateway) NextStatsAt() time.Duration {
 	if !g.everSent {
 		return 0
 	}
+	next := g.lastSent + g.cfg.HeartbeatInterval
 	if g.dirty {
-		return max(g.lastChange, g.lastSent+g.cfg.StatsCoalesce)
+		next = max(g.lastChange, g.lastSent+g.cfg.StatsCoalesce)
 	}
-	return g.lastSent + g.cfg.HeartbeatInterval
+	if w := g.life.warmUntil; g.life.sawDown && w > g.lastSent && w < next {
+		next = w // Ready goes out when the warm-up ends
+	}
+	return next
 }
 
 // TakeStats builds the stats message for now and marks it sent.
@@ -420,8 +440,8 @@ func (g *Gateway) TakeStats(now time.Duration) *Stats {
 	st.PeakInputTPS = g.decayedPeak(now)
 	st.Completed, st.Rejected, st.Cancelled = g.completed, g.rejected, g.cancelled
 	st.Signals = g.signals
-	if g.capacity == 0 {
-		st.Signals = g.notAdmitting()
+	if g.capacity == 0 || g.Loading(now) {
+		st.Signals = g.loadingSignals()
 	}
 	return st
 }

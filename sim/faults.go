@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/stargate-llm/stargate/gateway"
 )
 
 // FaultKind names a fault the simulator can inject.
@@ -40,6 +42,12 @@ const (
 	// FaultExporter: the backend's DCGM exporter dies; its reports carry no
 	// hardware signals.
 	FaultExporter FaultKind = "exporter"
+	// FaultRestart: the backend's engine dies at At and is serving again
+	// at Until, while its gateway lives on. What the engine holds fails at
+	// once (as for kill); its gateway reports Loading, and refuses requests
+	// as overloaded, until Until plus the gateway's warm-up
+	// (gateway.Config.WarmUp). The engine's prefix cache survives.
+	FaultRestart FaultKind = "restart"
 	// FaultBurst: Count new sessions arrive at once at At and every Every
 	// after it (until Until).
 	FaultBurst FaultKind = "burst"
@@ -81,6 +89,10 @@ func (f *Fault) validate(backends int) error {
 			errs = append(errs, errors.New("a killed or hung backend does not come back: until must be 0"))
 		}
 	case FaultExporter:
+	case FaultRestart:
+		if f.Until == 0 {
+			errs = append(errs, errors.New("a restarted engine serves again at until: until must be set"))
+		}
 	case FaultErrors:
 		if !(f.Rate > 0 && f.Rate <= 1) {
 			errs = append(errs, fmt.Errorf("rate must be in (0,1], got %v", f.Rate))
@@ -102,7 +114,7 @@ func (f *Fault) validate(backends int) error {
 			errs = append(errs, fmt.Errorf("want 1 <= count <= 100000 and every >= 0, got %d and %v", f.Count, f.Every))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("unknown fault kind %q (kill, hang, errors, limit, path, thermal, exporter, burst)", f.Kind))
+		errs = append(errs, fmt.Errorf("unknown fault kind %q (kill, hang, errors, limit, path, thermal, exporter, restart, burst)", f.Kind))
 	}
 	return errors.Join(errs...)
 }
@@ -135,4 +147,46 @@ func thermalAt(f *Fault, now time.Duration) (heatC, clock float64) {
 		clock = 1 - (1-f.MinClock)*(x-0.5)/0.5
 	}
 	return heatC, clock
+}
+
+// restart applies restart fault i at its start (the engine dies: what it
+// holds fails, its gateway hears the engine is not serving) or its end (the
+// engine serves again: the gateway warms up, then admits).
+func (s *simulation) restart(i int, ending bool) {
+	f := &s.cfg.Faults[i]
+	what := "fault:"
+	if ending {
+		what = "end:"
+	}
+	for _, b := range f.Backends {
+		bs := s.backends[b]
+		s.marks = append(s.marks, Mark{At: s.now, Backend: b, What: what + string(f.Kind)})
+		if ending {
+			s.admitted = bs.gw.ObserveEngine(s.now, gateway.EngineProbe{Reachable: true, Healthy: true, ModelsListed: true}, s.admitted[:0])
+			s.submitAll(b)
+			s.markStats(b)
+			continue
+		}
+		bs.gw.ObserveEngine(s.now, gateway.EngineProbe{}, nil)
+		// What the engine held is gone from the gateway and the engine;
+		// kill then fails each attempt as a crash does. The gateway lives
+		// on: its stats (Loading) and the workers' timers start again.
+		for _, a := range s.attempts.items {
+			if a == nil || a.done || a.backend != b || a.place != atGateway {
+				continue
+			}
+			if wasActive, _ := bs.gw.Cancel(s.now, a.id, nil); wasActive {
+				for w := range bs.cl.Len() {
+					if bs.cl.Worker(w).Cancel(s.now, a.id) {
+						break
+					}
+				}
+			}
+		}
+		s.kill(b)
+		for w := range bs.cl.Len() {
+			s.scheduleWorker(b, w)
+		}
+		s.markStats(b)
+	}
 }

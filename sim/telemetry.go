@@ -59,6 +59,10 @@ func (s *simulation) pathDelay(b int) time.Duration {
 // applyFault starts or ends fault i and recomputes the state of its backends.
 func (s *simulation) applyFault(i int, ending bool) {
 	f := &s.cfg.Faults[i]
+	if f.Kind == FaultRestart {
+		s.restart(i, ending)
+		return
+	}
 	what := "fault:"
 	if ending {
 		what = "end:"

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/router"
@@ -86,6 +87,14 @@ type Phase struct {
 	// SimOnly phases are left out of a live study (the live fleet does not
 	// take the phase's settings).
 	SimOnly bool
+	// Load, if > 0, scales the study's rate in this phase (the network
+	// sub-phases' near-idle and saturation).
+	Load float64
+	// Arms, if set, are the phase's policies when none is chosen, instead
+	// of the study's (the network sub-phases' three arms).
+	Arms []string
+	// Optional phases run only when named (--phase), not in the whole study.
+	Optional bool
 }
 
 // kind is the phase whose measures this one takes.
@@ -103,7 +112,7 @@ const SolyxHeartbeatTTL = 500 * time.Millisecond
 // ResiliencePhases are the Solyx AI Grid paper's seven phases as this study defines them.
 func ResiliencePhases() []Phase {
 	all := []int{0, 1, 2, 3, 4, 5, 6, 7, 8}
-	return []Phase{
+	return append([]Phase{
 		{Name: "baseline", Describe: "no fault",
 			Faults: func(time.Duration) []sim.Fault { return nil }},
 		{Name: "capability", Faulty: []int{faultyBackend}, Limit: contextLimit,
@@ -151,7 +160,7 @@ func ResiliencePhases() []Phase {
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultThermal, Backends: []int{faultyBackend}, At: at, PeakC: 25, Ramp: 20 * time.Second, MinClock: 0.4}}
 			}},
-	}
+	}, append(lifecyclePhases(), networkPhases()...)...)
 }
 
 // PhaseSpec is one run of the study: a phase, a policy, a seed.
@@ -169,6 +178,8 @@ type PhaseSpec struct {
 	// Mode labels the run in the report: "" for the simulator study,
 	// "sim" and "live" for the two halves of a live study.
 	Mode string
+	// Fleet, if set, replaces ResilienceFleet (ResilienceOptions.Fleet).
+	Fleet *config.Fleet
 }
 
 // PhaseRun is what one run produced, in the shape both a simulated and a
@@ -207,6 +218,9 @@ type SimPhaseRunner struct {
 // decides whether to use them.
 func resilienceRunSpec(ps PhaseSpec) RunSpec {
 	fl, _ := ResilienceFleetAt(ps.Scale)
+	if ps.Fleet != nil {
+		fl = ps.Fleet
+	}
 	ttl := router.DefaultHeartbeatTTL
 	if ps.Phase.HeartbeatTTL > 0 {
 		ttl = ps.Phase.HeartbeatTTL
@@ -261,6 +275,11 @@ type ResilienceOptions struct {
 	Policies []string
 	Progress Progress
 	Runner   PhaseRunner
+	// Fleet, if set, runs the study on another fleet (simulator only;
+	// every phase's backends must exist in it), at RPS, or by default at
+	// the study's rate per GPU (ResilienceRPS over ResilienceFleet's GPUs).
+	Fleet *config.Fleet
+	RPS   float64
 	// Live, when set, makes a live study: every spec runs at LiveScale on
 	// Live and, as its twin, on Runner (the simulator), with LivePolicies
 	// by default and the live windows (see ResilienceSpecs).
@@ -279,6 +298,7 @@ var ErrBadOptions = errors.New("bad resilience study options")
 
 // ResilienceSpecs expands the study into runs.
 func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
+	opts.Phases = expandPhaseGroups(opts.Phases)
 	reps := opts.Replicates
 	onset, pre, post := 180*time.Second, 30*time.Second, 60*time.Second
 	if opts.Live != nil {
@@ -324,7 +344,7 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 			}
 			continue
 		}
-		if len(opts.Phases) == 0 || slices.Contains(opts.Phases, ph.Name) {
+		if (len(opts.Phases) == 0 && !ph.Optional) || slices.Contains(opts.Phases, ph.Name) {
 			phases = append(phases, ph)
 		}
 	}
@@ -333,17 +353,33 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 			return nil, fmt.Errorf("%w: unknown phase %q (phases: %s)", ErrBadOptions, name, phaseNames())
 		}
 	}
+	if opts.Fleet != nil {
+		if opts.Live != nil {
+			return nil, fmt.Errorf("%w: a study on another fleet runs in the simulator only, not with --live", ErrBadOptions)
+		}
+		var err error
+		if rps, err = fleetRate(opts.Fleet, opts.RPS, phases); err != nil {
+			return nil, err
+		}
+	}
 	var specs []PhaseSpec
 	for _, ph := range phases {
 		phasePols := pols
 		if len(opts.Policies) == 0 {
 			phasePols = append(slices.Clip(pols), ph.Extra...)
+			if len(ph.Arms) > 0 {
+				phasePols = ph.Arms
+			}
+		}
+		rps := rps
+		if ph.Load > 0 {
+			rps *= ph.Load
 		}
 		for _, pol := range phasePols {
 			for seed := uint64(1); seed <= uint64(reps); seed++ {
 				for _, mode := range modes {
 					specs = append(specs, PhaseSpec{Phase: ph, Policy: pol, Seed: seed, RPS: rps, Onset: onset, Pre: pre, Post: post,
-						Scale: scale, Mode: mode})
+						Scale: scale, Mode: mode, Fleet: opts.Fleet})
 				}
 			}
 		}
@@ -370,6 +406,9 @@ func Resilience(ctx context.Context, opts ResilienceOptions) (*ResilienceResults
 		runner = SimPhaseRunner{}
 	}
 	res := &ResilienceResults{Study: "resilience", Quick: opts.Quick, RPS: ResilienceRPS}
+	if opts.Fleet != nil {
+		res.RPS = specs[0].RPS
+	}
 	if opts.Live == nil {
 		runs, err := runner.RunPhases(ctx, specs, opts.Progress)
 		if err != nil {
@@ -464,6 +503,9 @@ type PhaseMetrics struct {
 	Breaches int     `json:"breaches"`
 	LeadS    float64 `json:"lead_s"`
 	WallS    float64 `json:"wall_s"`
+	// Extra holds the measures of the seeds' phases and checks (see
+	// PhaseExtras); nil when the phase has none.
+	Extra *PhaseExtras `json:"extra,omitempty"`
 }
 
 // Measure computes a run's metrics.
@@ -567,6 +609,7 @@ func Measure(r PhaseRun) PhaseMetrics {
 		m.LeadS = (end - from).Seconds() - m.DetectS
 	}
 	m.RecoverS = recovery(r.Records, from, to, pre, preDone, preTurns)
+	m.Extra = measureExtras(r)
 	return m
 }
 

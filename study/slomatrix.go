@@ -62,6 +62,9 @@ type SLOMatrixOptions struct {
 	Quick      bool
 	Parallel   int
 	Progress   Progress
+	// Calibrate runs the Solyx AI Grid paper's calibration (Calibrate)
+	// with every policy before the searches.
+	Calibrate bool
 }
 
 // SLOMatrix is the SLO matrix's every search, with every step's raw figures.
@@ -80,6 +83,8 @@ type SLOMatrix struct {
 	Classes    []ClassInfo `json:"classes"`
 	Searches   []Search    `json:"searches"`
 	WallS      float64     `json:"wall_s"`
+	// Calibration is the calibration run before the searches, if any.
+	Calibration []Calibration `json:"calibration,omitempty"`
 }
 
 // ClassInfo is what the matrix knows of a class before measuring it.
@@ -192,6 +197,11 @@ func RunSLOMatrix(ctx context.Context, opts SLOMatrixOptions) (*SLOMatrix, error
 	runner := opts.Runner
 	if runner == nil {
 		runner = &SimRunner{Fleet: opts.Fleet, Registry: reg}
+	}
+	if opts.Calibrate {
+		if m.Calibration, err = Calibrate(ctx, runner, m.Policies); err != nil {
+			return nil, err
+		}
 	}
 
 	type group struct {
@@ -462,7 +472,7 @@ func (m *SLOMatrix) CellsTable() report.Table {
 // the fleet's CapacityRatio for the class.
 func (m *SLOMatrix) Findings() []string {
 	tier := m.Tiers[len(m.Tiers)/2]
-	var out []string
+	out := calibrationLines(m.Calibration)
 	for _, r := range m.Rows() {
 		if r.Tier != tier || math.IsNaN(r.Ratio) {
 			continue

@@ -35,9 +35,12 @@ type GPUValues struct {
 	SMOccupancy float64 // DCGM_FI_PROF_SM_OCCUPANCY
 	SMActive    float64 // DCGM_FI_PROF_SM_ACTIVE
 	DRAMActive  float64 // DCGM_FI_PROF_DRAM_ACTIVE
-	TempC       float64 // DCGM_FI_DEV_GPU_TEMP
-	SMClockMHz  float64 // DCGM_FI_DEV_SM_CLOCK
-	MaxClockMHz float64 // DCGM_FI_DEV_MAX_SM_CLOCK
+	// TensorActive is DCGM_FI_PROF_PIPE_TENSOR_ACTIVE: the ratio of cycles
+	// the tensor-core pipes are active.
+	TensorActive float64
+	TempC        float64 // DCGM_FI_DEV_GPU_TEMP
+	SMClockMHz   float64 // DCGM_FI_DEV_SM_CLOCK
+	MaxClockMHz  float64 // DCGM_FI_DEV_MAX_SM_CLOCK
 	// Has records which fields the source exported (a parsed exposition
 	// may lack some); MockDCGM sets them all.
 	Has GPUFields
@@ -46,6 +49,7 @@ type GPUValues struct {
 // GPUFields flags the fields present in a GPUValues.
 type GPUFields struct {
 	Util, FB, SMOccupancy, SMActive, DRAMActive, Temp, Clock, MaxClock bool
+	Tensor                                                             bool
 }
 
 // The mock GPU: an 80 GB card whose framebuffer holds the model and runtime
@@ -69,6 +73,7 @@ const (
 //	SM_ACTIVE      busy x (0.35 + 0.60 x batch/max_seqs)
 //	SM_OCCUPANCY   busy x (0.20 + 0.60 x batch/max_seqs)
 //	DRAM_ACTIVE    busy x (0.30 + 0.60 x batch/max_seqs)   (decode reads the KV of every sequence)
+//	PIPE_TENSOR_ACTIVE  busy x (0.25 + 0.50 x batch/max_seqs)   (the matrix products grow with the batch)
 //	GPU_TEMP       MockIdleC + MockBusyC x busy + ThermalC
 //	SM_CLOCK       MockMaxClockMHz x ClockFactor
 func MockDCGM(gpu int, s GPUState) GPUValues {
@@ -88,25 +93,33 @@ func MockDCGM(gpu int, s GPUState) GPUValues {
 	used := MockBaseMiB + MockKVMiB*fill
 	return GPUValues{GPU: gpu, UtilPct: math.Round(100 * busy), FBUsedMiB: math.Round(used), FBFreeMiB: math.Round(MockFBTotalMiB - used),
 		SMActive: busy * (0.35 + 0.60*batch), SMOccupancy: busy * (0.20 + 0.60*batch), DRAMActive: busy * (0.30 + 0.60*batch),
-		TempC: math.Round(MockIdleC + MockBusyC*busy + s.ThermalC), SMClockMHz: math.Round(MockMaxClockMHz * min(clock, 1)),
+		TensorActive: busy * (0.25 + 0.50*batch),
+		TempC:        math.Round(MockIdleC + MockBusyC*busy + s.ThermalC), SMClockMHz: math.Round(MockMaxClockMHz * min(clock, 1)),
 		MaxClockMHz: MockMaxClockMHz,
-		Has:         GPUFields{Util: true, FB: true, SMOccupancy: true, SMActive: true, DRAMActive: true, Temp: true, Clock: true, MaxClock: true}}
+		Has: GPUFields{Util: true, FB: true, SMOccupancy: true, SMActive: true, DRAMActive: true, Temp: true, Clock: true, MaxClock: true,
+			Tensor: true}}
 }
 
 // Hardware folds GPUs' fields into the hardware part of sig: means of
-// utilization, memory, occupancy and bandwidth; the hottest temperature and
+// utilization, memory, occupancy, bandwidth and tensor-core activity (over
+// the GPUs that export it); the hottest temperature and
 // the slowest clock. SM occupancy falls back to SM activity where a GPU does
 // not export occupancy. With no GPU it sets sig.Hardware to false.
 func Hardware(sig *Signals, gpus []GPUValues) {
 	sig.Hardware = len(gpus) > 0
-	sig.GPUUtil, sig.MemUtil, sig.SMOccupancy, sig.DRAMActive = 0, 0, 0, 0
+	sig.GPUUtil, sig.MemUtil, sig.SMOccupancy, sig.DRAMActive, sig.TensorActive = 0, 0, 0, 0, 0
 	sig.TempC, sig.SMClockMHz, sig.MaxSMClockMHz = 0, 0, 0
 	if len(gpus) == 0 {
 		return
 	}
 	n := float64(len(gpus))
 	slowest := -1.0
+	tensors := 0
 	for _, g := range gpus {
+		if g.Has.Tensor {
+			sig.TensorActive += clamp01(g.TensorActive)
+			tensors++
+		}
 		sig.GPUUtil += clamp01(g.UtilPct/100) / n
 		if total := g.FBUsedMiB + g.FBFreeMiB; total > 0 {
 			sig.MemUtil += clamp01(g.FBUsedMiB/total) / n
@@ -127,6 +140,9 @@ func Hardware(sig *Signals, gpus []GPUValues) {
 			}
 		}
 	}
+	if tensors > 0 {
+		sig.TensorActive /= float64(tensors)
+	}
 }
 
 // dcgmFields are the exported fields, in exposition order.
@@ -141,6 +157,7 @@ var dcgmFields = []struct {
 	{"DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.", func(g *GPUValues) float64 { return g.SMActive }, func(h *GPUFields) bool { return h.SMActive }},
 	{"DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of number of warps resident on an SM.", func(g *GPUValues) float64 { return g.SMOccupancy }, func(h *GPUFields) bool { return h.SMOccupancy }},
 	{"DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending or receiving data.", func(g *GPUValues) float64 { return g.DRAMActive }, func(h *GPUFields) bool { return h.DRAMActive }},
+	{"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active.", func(g *GPUValues) float64 { return g.TensorActive }, func(h *GPUFields) bool { return h.Tensor }},
 	{"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", func(g *GPUValues) float64 { return g.TempC }, func(h *GPUFields) bool { return h.Temp }},
 	{"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", func(g *GPUValues) float64 { return g.SMClockMHz }, func(h *GPUFields) bool { return h.Clock }},
 	{"DCGM_FI_DEV_MAX_SM_CLOCK", "Maximum SM clock frequency (in MHz).", func(g *GPUValues) float64 { return g.MaxClockMHz }, func(h *GPUFields) bool { return h.MaxClock }},

@@ -60,6 +60,10 @@ type Signals struct {
 	MemUtil     float64 `json:"mem_util"`
 	SMOccupancy float64 `json:"sm_occupancy"`
 	DRAMActive  float64 `json:"dram_active"`
+	// TensorActive is the mean tensor-core activity of the GPUs that
+	// export it (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, 0..1); reported, not
+	// scored.
+	TensorActive float64 `json:"tensor_active,omitempty"`
 	// TempC is the hottest GPU's temperature; SMClockMHz the slowest GPU's
 	// SM clock and MaxSMClockMHz its nominal clock (0: unknown).
 	TempC         float64 `json:"temp_c"`

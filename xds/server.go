@@ -129,6 +129,9 @@ type metrics struct {
 	pushes, updates, nacks prometheus.Counter
 	version, streams       prometheus.Gauge
 	endpoints              *prometheus.GaugeVec
+	// build is how long the latest push took to build its snapshots and
+	// hand them to the cache (the Solyx AI Grid paper's xDS build time).
+	build prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (metrics, error) {
@@ -157,11 +160,15 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 			Name: "stargate_xds_endpoints",
 			Help: "Endpoints in the latest snapshot, by health.",
 		}, []string{"health"}),
+		build: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stargate_xds_build_seconds",
+			Help: "Time the latest push took to build its snapshots and set them in the cache.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.pushes, m.updates, m.nacks, m.version, m.streams, m.endpoints} {
+	for _, c := range []prometheus.Collector{m.pushes, m.updates, m.nacks, m.version, m.streams, m.endpoints, m.build} {
 		if err := reg.Register(c); err != nil {
 			return metrics{}, fmt.Errorf("xds: register metrics: %w", err)
 		}
@@ -240,6 +247,7 @@ func (s *Server) flush() {
 	}
 	s.seq++
 	version := s.boot + "-" + strconv.FormatUint(s.seq, 10)
+	start := time.Now()
 	snaps, err := buildSnapshots(s.static, s.opts.ClusterName, version, eps)
 	if err != nil {
 		// Clients keep the last snapshot pushed.
@@ -252,6 +260,7 @@ func (s *Server) flush() {
 			return
 		}
 	}
+	s.m.build.Set(time.Since(start).Seconds())
 	count := map[Health]int{}
 	for _, e := range eps {
 		count[e.Health]++

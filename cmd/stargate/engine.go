@@ -78,6 +78,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 	f.StringVar(&cfg.ID, "id", "engine", "this engine's name, which operators' signed calls address (engine/ID)")
 	f.StringVar(&compat, "compat", "stargate", "whose behaviour to copy where engines differ: stargate, or vllm (one worker, no fence, vLLM's errors and /tokenize) to test Stargate against a vLLM-like engine")
 	f.StringVar(&cfg.APIKey, "api-key", "", "require Authorization: Bearer KEY on /v1 paths, as vLLM's --api-key")
+	f.DurationVar(&cfg.LoadTime, "load-time", 0, "pretend to load the model this long after start: /health 503, no model listed, completions 503 (as vLLM while it loads)")
 	addSecureFlags(f, &sec, false)
 	f.Float64Var(&cfg.Faults.ErrorRate, "fault-error-rate", 0, "operator fault: fail this share of requests with a 500")
 	f.BoolVar(&cfg.Faults.Hang, "fault-hang", false, "operator fault: accept requests and never answer")

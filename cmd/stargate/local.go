@@ -38,6 +38,7 @@ func gatewayFlags(f *pflag.FlagSet, cfg *gateway.Config, prefix, what string) {
 	f.IntVar(&cfg.Slots.MaxInflightPerWorker, prefix+"max-inflight-per-worker", cfg.Slots.MaxInflightPerWorker, what+"submissions one worker may hold at once")
 	f.IntVar(&cfg.Slots.MaxWaitingRequests, prefix+"max-waiting-requests", cfg.Slots.MaxWaitingRequests, what+"submissions that may wait for a worker permit")
 	f.DurationVar(&cfg.Admission.HeartbeatInterval, prefix+"heartbeat-interval", cfg.Admission.HeartbeatInterval, what+"most time between two stats messages to the routers (their --heartbeat-ttl should be more than one interval)")
+	f.DurationVar(&cfg.Admission.WarmUp, prefix+"warm-up", cfg.Admission.WarmUp, what+"how long the backend stays Loading after its engine serves again (health passing, a model listed)")
 	f.DurationVar(&cfg.UpstreamIdleTimeout, prefix+"upstream-idle-timeout", cfg.UpstreamIdleTimeout, what+"longest wait for the engine's next byte; longer quarantines the worker")
 	engineFlags(f, &cfg.EngineOptions, prefix, what)
 	f.Var(&cfg.EngineTransport, prefix+"engine-transport", what+engineTransportUsage)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/study"
 )
 
@@ -18,6 +19,8 @@ func newResilienceCmd() *cobra.Command {
 		parallel   int
 		replicates int
 		post       time.Duration
+		fleetFile  string
+		rps        float64
 		phases     []string
 		policies   []string
 	)
@@ -64,7 +67,14 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			start := time.Now()
 			opts := study.ResilienceOptions{Quick: quick, Replicates: replicates, Post: post,
 				Phases: phases, Policies: policies, Progress: newProgress(cmd.ErrOrStderr(), "resilience study"),
-				Runner: study.SimPhaseRunner{Registry: reg, Parallel: parallel}}
+				Runner: study.SimPhaseRunner{Registry: reg, Parallel: parallel}, RPS: rps}
+			if fleetFile != "" {
+				fl, err := config.Load(fleetFile)
+				if err != nil {
+					return usagef("--fleet: %v", err)
+				}
+				opts.Fleet = fl
+			}
 			if live {
 				errw := cmd.ErrOrStderr()
 				opts.Live = study.LivePhaseRunner{Registry: reg,
@@ -86,7 +96,17 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 				lines = append(lines, fmt.Sprintf("%-5s %s: %s (%s)", c.Result, phase, c.What, c.Detail))
 			}
 			lines = append(append(lines, ""), res.PaperComparison()...)
-			return reportStudy(cmd.OutOrStdout(), res.Table(), lines, res.WriteFiles, out, len(res.Runs), start)
+			lines = append(append(lines, res.SeedLines()...), res.NetworkLines()...)
+			if cp, err := study.MeasureControlPlane(study.StudyBackends(opts.Fleet), 1000); err == nil {
+				lines = append(lines, "", study.ControlPlaneLine(cp))
+			}
+			if err := reportStudy(cmd.OutOrStdout(), res.Table(), lines, res.WriteFiles, out, len(res.Runs), start); err != nil {
+				return err
+			}
+			if err := res.CheckGaps(); err != nil {
+				return failure{err}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -95,8 +115,10 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 	f.StringVar(&out, "out", "out/resilience", "directory for the report files")
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
 	f.IntVar(&replicates, "replicates", 0, "seeds per phase and policy (default 5, 2 with --quick)")
+	f.StringVar(&fleetFile, "fleet", "", "run on this fleet (a built-in name or a fleet file) instead of the study's nine backends; simulator only, and the phases must name backends it has")
+	f.Float64Var(&rps, "rps", 0, "with --fleet: the rate (default: the study's rate per GPU, 1.25 req/s, times the fleet's GPUs)")
 	f.DurationVar(&post, "post", 0, "span measured after the onset (default 60 s, 30 s with --quick)")
-	f.StringSliceVar(&phases, "phase", nil, "run only these phases (repeat or comma-separate)")
+	f.StringSliceVar(&phases, "phase", nil, "run only these phases (repeat or comma-separate; network: the five network sub-phases)")
 	f.StringSliceVar(&policies, "policy", nil, "run only these policies (default: pressure, pulsar-waw, least-request, round-robin; live: pressure, least-request, round-robin; both add pressure-no-net in wan-jitter)")
 	return cmd
 }

@@ -18,7 +18,7 @@ func newSLOMatrixCmd() *cobra.Command {
 	var (
 		fleetName, policies, classes, tiers, out string
 		replicates, steps, parallel              int
-		quick, live                              bool
+		quick, live, calibrate                   bool
 		windows                                  = study.DefaultWindows()
 	)
 	cmd := &cobra.Command{
@@ -58,7 +58,7 @@ report.html (a chart per class), table.txt and table.md to --out.`,
 				return usageError{err}
 			}
 			opts := study.SLOMatrixOptions{Fleet: fleet, Registry: reg, Policies: splitList(policies), Classes: splitList(classes),
-				Replicates: replicates, Steps: steps, Quick: quick, Parallel: parallel,
+				Replicates: replicates, Steps: steps, Quick: quick, Parallel: parallel, Calibrate: calibrate,
 				Progress: newProgress(cmd.ErrOrStderr(), "slo matrix"), Windows: windows}
 			if live {
 				if cmd.Flags().Changed("parallel") && parallel != 1 {
@@ -109,6 +109,7 @@ report.html (a chart per class), table.txt and table.md to --out.`,
 	f.StringVar(&tiers, "tiers", "1,2,3", "SLO tiers to measure (1 tightest, 2 the Solyx AI Grid paper's, 3 loosest), comma separated")
 	f.IntVar(&replicates, "replicates", 0, "replicates (seeds 1..N) per cell (default 3; 1 with --quick)")
 	f.IntVar(&steps, "steps", 8, "bisection steps after the two ends of the range")
+	f.BoolVar(&calibrate, "calibrate", true, "first run every policy on "+study.CalibrationClass+" at 10 req/s for 60 s, no warm-up (the Solyx AI Grid paper's calibration)")
 	f.BoolVar(&quick, "quick", false, "one replicate of two classes ("+strings.Join(study.QuickClasses, ", ")+")")
 	f.StringVar(&out, "out", "out/slo-matrix", "directory for the report files")
 	f.IntVar(&parallel, "parallel", 0, "searches at once (default: one per CPU; live: 1)")

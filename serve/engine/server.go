@@ -57,6 +57,10 @@ type Config struct {
 	// APIKey, when set, is required on every /v1 path as
 	// "Authorization: Bearer KEY", as vLLM's --api-key does.
 	APIKey string
+	// LoadTime is how long the engine loads its weights after New: until
+	// then it answers /health 503, lists no model and refuses completions
+	// 503, as a vLLM engine does between its start and serving.
+	LoadTime time.Duration
 }
 
 // TTFTStamp starts the SSE comment StampTTFT writes; the microseconds
@@ -92,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Faults.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.LoadTime < 0 {
+		errs = append(errs, fmt.Errorf("load time must be >= 0, got %v", c.LoadTime))
 	}
 	if _, err := ParseCompat(string(c.Compat)); err != nil {
 		errs = append(errs, err)
@@ -362,7 +369,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("POST /tokenize", s.tokenize)
 	mux.HandleFunc("POST /admin/faults", s.adminFaults)
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /health", s.health)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	var h http.Handler = mux
 	if s.vllm() {
@@ -371,6 +378,7 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("POST /admin/fence", s.fence)
 		mux.HandleFunc("GET /dcgm/metrics", s.dcgm)
 	}
+	h = s.whileLoading(h)
 	if s.cfg.APIKey != "" {
 		h = requireAPIKey(s.cfg.APIKey, h)
 	}

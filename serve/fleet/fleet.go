@@ -41,6 +41,10 @@ const MaxModelLen = 131072
 type Options struct {
 	// RoutersPerRegion replaces each region's router count when > 0.
 	RoutersPerRegion int
+	// HeartbeatTTL, if > 0, replaces the routers' heartbeat TTL
+	// (router.DefaultLiveHeartbeatTTL); the gateways' heartbeat interval
+	// is the simulator configuration's (sim.Config.Gateway).
+	HeartbeatTTL time.Duration
 	// Seed seeds the engines' output text and the policies.
 	Seed   uint64
 	Logger *slog.Logger
@@ -92,6 +96,10 @@ type Fleet struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
+	// engineCfg and runCtx start an engine again (RestartEngine).
+	engineCfg []engine.Config
+	runCtx    context.Context
+
 	mu sync.Mutex
 	// By backend: its gateway's and engine's servers and what stops their
 	// loops (KillBackend); killed says which are dead.
@@ -122,6 +130,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 	}()
 	key := auth.RandomKey("fleet")
 	f.Key = key
+	f.runCtx = runCtx
 	listen := func() (net.Listener, string, error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -174,7 +183,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		if err != nil {
 			return nil, fmt.Errorf("fleet: backend %s: %w", b.Name, err)
 		}
-		f.Engines = append(f.Engines, es)
+		f.Engines, f.engineCfg = append(f.Engines, es), append(f.engineCfg, ec)
 		f.engineHS = append(f.engineHS, f.serve(engineLns[i], es.Handler()))
 		engCtx, stopEngine := context.WithCancel(runCtx)
 		f.stopEngine = append(f.stopEngine, stopEngine)
@@ -209,6 +218,9 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 			tr.Set(hostOf(f.GatewayURLs[i]), cfg.Latency[f.RouterRegion[ri]][b.Region], 0)
 		}
 		rc := router.DefaultConfig()
+		if opts.HeartbeatTTL > 0 {
+			rc.Liveness.HeartbeatTTL = opts.HeartbeatTTL
+		}
 		rc.ID, rc.Policy, rc.Params, rc.Seed, rc.Key = fmt.Sprintf("router-%d", ri), cfg.Policy, cfg.Params, opts.Seed+uint64(ri), key
 		rc.ExposeBackend = true // experiments attribute each answer to its backend
 		rc.Network = func(base http.RoundTripper) http.RoundTripper { tr.Base = base; return tr }

@@ -179,6 +179,7 @@ func (s *Server) scrape(ctx context.Context) (workers int, err error) {
 			ttft = append(ttft, e.TTFT)
 		}
 	}
+	probe := s.probeEngines(ctx)
 	var gpus []telemetry.GPUValues
 	hwErr := ""
 	for _, u := range s.cfg.DCGM {
@@ -199,6 +200,7 @@ func (s *Server) scrape(ctx context.Context) (workers int, err error) {
 	s.engine.metrics = em
 	if s.adm != nil {
 		s.observeEngines(found)
+		s.observeLifecycle(probe)
 	}
 	if em.Error != "" {
 		return 0, fmt.Errorf("scraping the engine: %s", em.Error)

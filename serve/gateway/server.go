@@ -286,6 +286,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.eh.init(len(s.cfg.Engines), workers)
 	s.started = true
 	s.mu.Unlock()
+	s.lookAtEngines(ctx) // Loading from the first stats if the engine is not serving yet
 	targets := make([]*routerTarget, len(s.cfg.Routers))
 	for i, u := range s.cfg.Routers {
 		targets[i] = &routerTarget{url: strings.TrimRight(u, "/"), mail: make(chan *core.Stats, 1)}

@@ -8,14 +8,16 @@ import (
 )
 
 type metrics struct {
-	reg *prometheus.Registry
-	lat *latency
+	reg  *prometheus.Registry
+	lat  *latency
+	proj prometheus.Gauge // the latest projection cycle (controlplane.go)
 }
 
 func newMetrics(s *Server) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.reg.MustRegister(collector{s})
 	m.lat = newLatency(m.reg)
+	m.proj = newProjectionGauge(m.reg)
 	return m
 }
 

@@ -868,7 +868,9 @@ func (s *Server) Backends() []BackendInfo {
 	}
 	now := s.now()
 	views := s.core.Views()
+	start := time.Now()
 	weights := policy.WeightsOf(s.core.Policy(), views)
+	s.projected(time.Since(start))
 	status := s.core.Backends(now)
 	out := make([]BackendInfo, len(status))
 	for i := range status {

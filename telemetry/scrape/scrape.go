@@ -315,6 +315,7 @@ func ParseDCGM(r io.Reader) ([]telemetry.GPUValues, error) {
 	set("DCGM_FI_PROF_SM_OCCUPANCY", func(g *telemetry.GPUValues, v float64) { g.SMOccupancy, g.Has.SMOccupancy = v, true })
 	set("DCGM_FI_PROF_SM_ACTIVE", func(g *telemetry.GPUValues, v float64) { g.SMActive, g.Has.SMActive = v, true })
 	set("DCGM_FI_PROF_DRAM_ACTIVE", func(g *telemetry.GPUValues, v float64) { g.DRAMActive, g.Has.DRAMActive = v, true })
+	set("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", func(g *telemetry.GPUValues, v float64) { g.TensorActive, g.Has.Tensor = v, true })
 	set("DCGM_FI_DEV_GPU_TEMP", func(g *telemetry.GPUValues, v float64) { g.TempC, g.Has.Temp = v, true })
 	set("DCGM_FI_DEV_SM_CLOCK", func(g *telemetry.GPUValues, v float64) { g.SMClockMHz, g.Has.Clock = v, true })
 	set("DCGM_FI_DEV_MAX_SM_CLOCK", func(g *telemetry.GPUValues, v float64) { g.MaxClockMHz, g.Has.MaxClock = v, true })
