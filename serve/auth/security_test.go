@@ -146,15 +146,16 @@ func FuzzReadKeyring(f *testing.F) {
 	})
 }
 
-// TestCheckWindow: data-plane requests may arrive out of order, each once.
+// TestCheckWindow: data-plane requests may arrive out of order, each once,
+// up to replayWindow sequence numbers below the highest.
 func TestCheckWindow(t *testing.T) {
 	k := Key{ID: "r", Role: RoleRouter, Secret: []byte("router-secret-0123456789")}
 	v := NewVerifier("gateway/g1", DefaultMaxSkew, k)
 	s := NewSigner(k, "router-1")
-	var reqs []*http.Request
-	for range 80 {
-		req, _ := s.NewRequest("gateway/g1", http.MethodPost, "http://g/v1/chat/completions", []byte("{}"))
-		reqs = append(reqs, req)
+	n := replayWindow + 200
+	reqs := make([]*http.Request, n)
+	for i := range n {
+		reqs[i], _ = s.NewRequest("gateway/g1", http.MethodPost, "http://g/v1/chat/completions", []byte("{}"))
 	}
 	check := func(i int) error { _, err := v.Check(reqs[i], []byte("{}"), RoleRouter); return err }
 	for _, i := range []int{5, 2, 3, 79} {
@@ -168,7 +169,23 @@ func TestCheckWindow(t *testing.T) {
 	if err := check(20); err != nil { // 59 below the highest: in the window
 		t.Fatalf("request 20: %v", err)
 	}
-	rejectedFor(t, check(10), ReasonReplay) // 69 below: too old
+	// 200 concurrent streams signed in order arrive in reverse: every one
+	// is taken once, none twice.
+	for i := 1000; i >= 800; i-- {
+		if err := check(i); err != nil {
+			t.Fatalf("request %d after %d: %v", i, i+1, err)
+		}
+	}
+	rejectedFor(t, check(900), ReasonReplay)
+	top := n - 1
+	if err := check(top); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(top - replayWindow + 1); err != nil { // the oldest in the window
+		t.Fatalf("request %d, %d below the highest: %v", top-replayWindow+1, replayWindow-1, err)
+	}
+	rejectedFor(t, check(top-replayWindow), ReasonReplay) // just out of it: too old
+	rejectedFor(t, check(1000), ReasonReplay)             // in the window, and seen
 }
 
 // BenchmarkSignCheck is the data-plane cost of a router's signature: one

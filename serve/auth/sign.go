@@ -328,14 +328,18 @@ type Verifier struct {
 
 // replay is what a Verifier remembers of one sender's boot: the highest
 // sequence accepted and, for the data plane (Check), which of the
-// replayWindow below it were seen.
+// replayWindow up to it were seen.
 type replay struct {
 	top  uint64
-	seen uint64 // bit i: top-1-i was accepted
+	seen *seenBits // bit seq%replayWindow: seq was accepted (data plane only)
 }
 
-// replayWindow is how far out of order a data-plane request may arrive.
-const replayWindow = 64
+// replayWindow is how far out of order a data-plane request may arrive: as
+// many sequence numbers as a router may have in flight to one gateway at
+// once (each signed in order, sent concurrently, so they arrive in any
+// order; 64 refused valid requests at 200 concurrent streams). 512 bytes
+// per sender and boot, for at most maxTracked of them.
+const replayWindow = 4096
 
 // DefaultMaxSkew is how far a message's timestamp may be from the verifier's clock.
 const DefaultMaxSkew = 5 * time.Second
@@ -399,8 +403,8 @@ func (v *Verifier) verify(req *http.Request, limit int64, service bool, roles []
 }
 
 // Check verifies a data-plane request whose body the caller has read: as
-// Verify, but requests of one sender may arrive out of order (up to 64
-// sequence numbers apart, each accepted once), as concurrent requests do.
+// Verify, but requests of one sender may arrive out of order (up to
+// replayWindow sequence numbers apart, each accepted once), as concurrent requests do.
 func (v *Verifier) Check(req *http.Request, body []byte, roles ...Role) (Message, error) {
 	return v.check(req, body, false, true, roles)
 }
@@ -470,32 +474,50 @@ func (v *Verifier) check(req *http.Request, body []byte, service, window bool, r
 }
 
 // accept records seq if it is new: above the highest, or (window) one of
-// the replayWindow below it not yet seen.
+// the replayWindow up to it not yet seen. Sequence 0 is never valid.
 func (r *replay) accept(seq uint64, window bool) bool {
-	switch {
-	case seq > r.top:
-		shift := seq - r.top
-		if shift > replayWindow {
-			r.seen = 0
-		} else {
-			r.seen = r.seen<<shift | 1<<(shift-1) // the old top is now seen, shift-1 below
-		}
-		if r.top == 0 {
-			r.seen = 0
+	if seq == 0 {
+		return false
+	}
+	if seq > r.top {
+		if window {
+			if r.seen == nil {
+				r.seen = new(seenBits)
+			}
+			if seq-r.top >= replayWindow {
+				clear(r.seen[:])
+			} else {
+				for s := r.top + 1; s < seq; s++ {
+					r.seen.set(s, false)
+				}
+			}
+			r.seen.set(seq, true)
 		}
 		r.top = seq
 		return true
-	case !window || r.top-seq > replayWindow:
-		return false
-	case seq == r.top:
+	}
+	if !window || r.seen == nil || r.top-seq >= replayWindow || r.seen.has(seq) {
 		return false
 	}
-	bit := uint64(1) << (r.top - seq - 1)
-	if r.seen&bit != 0 {
-		return false
-	}
-	r.seen |= bit
+	r.seen.set(seq, true)
 	return true
+}
+
+// seenBits marks the sequences of one replayWindow, by seq % replayWindow.
+type seenBits [replayWindow / 64]uint64
+
+func (b *seenBits) has(seq uint64) bool {
+	i := seq % replayWindow
+	return b[i/64]&(1<<(i%64)) != 0
+}
+
+func (b *seenBits) set(seq uint64, on bool) {
+	i := seq % replayWindow
+	if on {
+		b[i/64] |= 1 << (i % 64)
+	} else {
+		b[i/64] &^= 1 << (i % 64)
+	}
 }
 
 func (v *Verifier) reject(reason, detail string) error {
