@@ -133,7 +133,7 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 			if err != nil {
 				return err
 			}
-			if cfg.DialTLS, err = sec.dialer(nil, rolesFor(hostsOf(cfg.Routers), tlsconf.RoleRouter)); err != nil {
+			if cfg.DialTLS, err = sec.dialer(nil, rolesFor(hostsOf(cfg.Routers), tlsconf.RoleRouter), false); err != nil {
 				return err
 			}
 			ln, err := net.Listen("tcp", listen)

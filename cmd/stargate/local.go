@@ -125,7 +125,7 @@ func newLocalGateway(rcfg *router.Config, gcfg gateway.Config, listen string, se
 	if lg.tlsCfg, err = sec.server(lg.log, true, tlsconf.RoleRouter, tlsconf.RoleOperator); err != nil {
 		return nil, err
 	}
-	if gcfg.DialTLS, err = sec.dialer(nil, rolesFor(hostsOf(gcfg.Routers), tlsconf.RoleRouter)); err != nil {
+	if gcfg.DialTLS, err = sec.dialer(nil, rolesFor(hostsOf(gcfg.Routers), tlsconf.RoleRouter), false); err != nil {
 		return nil, err
 	}
 	lg.local = &router.Local{}
@@ -242,7 +242,7 @@ func advertisedAddr(advertise, scheme string) (string, error) {
 // in-process gateway is reached in memory without TLS: nothing leaves the
 // process.
 func routerDialTLS(cfg *router.Config, sec *secureFlags, lg *localGateway) error {
-	d, err := sec.dialer(cfg.Dial, func(string) []tlsconf.Role { return []tlsconf.Role{tlsconf.RoleGateway, tlsconf.RoleRouter} })
+	d, err := sec.dialer(cfg.Dial, func(string) []tlsconf.Role { return []tlsconf.Role{tlsconf.RoleGateway, tlsconf.RoleRouter} }, cfg.HTTP2)
 	if err != nil || d == nil {
 		return err
 	}

@@ -86,11 +86,13 @@ func (s *secureFlags) server(log *slog.Logger, require bool, roles ...tlsconf.Ro
 // when no TLS flag is given (https upstreams then get net/http's defaults).
 // With --client-ca-file the upstreams' roles are checked (roleFor) and the
 // service's own certificate is presented. Call after server.
-func (s *secureFlags) dialer(dial tlsconf.DialFunc, roleFor func(addr string) []tlsconf.Role) (tlsconf.DialFunc, error) {
+// With http2 the dialer offers h2 in ALPN (only for a transport that
+// speaks it on what the dialer returns: the router's to gateways).
+func (s *secureFlags) dialer(dial tlsconf.DialFunc, roleFor func(addr string) []tlsconf.Role, http2 bool) (tlsconf.DialFunc, error) {
 	if !s.tlsOn() && s.caFile == "" && s.serverName == "" && !s.mutual() {
 		return nil, nil
 	}
-	o := tlsconf.ClientOptions{CAFile: s.caFile, ServerName: s.serverName, Cert: s.reloader}
+	o := tlsconf.ClientOptions{CAFile: s.caFile, ServerName: s.serverName, Cert: s.reloader, HTTP2: http2}
 	if s.mutual() {
 		o.RoleFor = roleFor
 	}

@@ -100,7 +100,7 @@ func TestTLSRoundTrip(t *testing.T) {
 			}
 			cfg.Certificates = []tls.Certificate{pair}
 		}
-		tr := &http.Transport{TLSClientConfig: cfg}
+		tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true}
 		t.Cleanup(tr.CloseIdleConnections)
 		return &http.Client{Transport: tr, Timeout: 20 * time.Second}
 	}
@@ -126,8 +126,11 @@ func TestTLSRoundTrip(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusOK || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
 		t.Fatalf("streamed request through router, gateway and engine: %d %q %v", resp.StatusCode, b, err)
 	}
+	if resp.Proto != "HTTP/2.0" {
+		t.Errorf("the router answered an HTTP/2 client over %s: its TLS listener offers h2", resp.Proto)
+	}
 	// Over https the router never speaks h2c: HTTP/2 there is ALPN's to
-	// negotiate, and package tlsconf's configurations offer http/1.1.
+	// negotiate (package tlsconf, TestALPN), not the h2c transport's.
 	if got := metricSumClient(t, api, routerURL, "stargate_router_http2_connections", nil); got != 0 {
 		t.Errorf("the router has %v h2c connections to an https gateway, want 0", got)
 	}

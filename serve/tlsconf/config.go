@@ -46,7 +46,9 @@ func (o ServerOptions) Server() (*tls.Config, *Reloader, error) {
 		return nil, nil, err
 	}
 	r.OnError = o.OnReloadError
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.GetCertificate, NextProtos: []string{"http/1.1"}}
+	// h2 for the routers' HTTP/2 to gateways and for clients that speak it;
+	// net/http serves both on a *tls.Conn.
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.GetCertificate, NextProtos: []string{"h2", "http/1.1"}}
 	if o.ClientCAFile != "" {
 		pool, err := loadPool(o.ClientCAFile, "--client-ca-file")
 		if err != nil {
@@ -84,6 +86,10 @@ type ClientOptions struct {
 	// addr (host:port) may name; none skips the check (an engine such as
 	// vLLM has a certificate without an identity).
 	RoleFor func(addr string) []Role
+	// HTTP2 offers h2 in ALPN before http/1.1: only for a transport that
+	// speaks HTTP/2 on what the dialer returns (the router's to gateways;
+	// a plain net/http Transport with DialTLSContext would not).
+	HTTP2 bool
 }
 
 // handshakeTimeout bounds a client's TLS handshake.
@@ -96,6 +102,9 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // each address's name and role check to it.
 func (o ClientOptions) Client() (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: o.ServerName, NextProtos: []string{"http/1.1"}}
+	if o.HTTP2 {
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+	}
 	if o.CAFile != "" {
 		pool, err := loadPool(o.CAFile, "--tls-ca-file")
 		if err != nil {

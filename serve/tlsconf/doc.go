@@ -27,7 +27,7 @@
 // keeps the old one and is reported through OnError). New handshakes then
 // present the new certificate; open connections keep theirs.
 //
-// Only TLS 1.2 and 1.3, and only HTTP/1.1 (ALPN http/1.1): the services'
-// limits count connections, and the router-gateway link upgrades an
-// HTTP/1.1 connection.
+// Only TLS 1.2 and 1.3. Servers offer h2 and http/1.1 in ALPN; clients
+// offer http/1.1 only, but for the router's transport to gateways
+// (ClientOptions.HTTP2), which speaks HTTP/2 over TLS.
 package tlsconf

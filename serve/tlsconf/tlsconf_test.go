@@ -264,3 +264,53 @@ func TestServerOptionsRefuseHalfConfigurations(t *testing.T) {
 		t.Errorf("no options: %v, %v; want plain HTTP", cfg, err)
 	}
 }
+
+// TestALPN: servers offer h2 and http/1.1; a client offers h2 only with
+// ClientOptions.HTTP2 (the router's transport to gateways), so a plain
+// net/http Transport given the dialer keeps HTTP/1.1 and never receives
+// an HTTP/2 connection it cannot read.
+func TestALPN(t *testing.T) {
+	ca := tlstest.NewCA(t, "fleet")
+	gw := ca.Issue(t, "gateway", "spiffe://stargate/gateway/gw-a")
+	scfg, _, err := tlsconf.ServerOptions{CertFile: gw.CertFile, KeyFile: gw.KeyFile}.Server()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.Proto) })}
+	go func() { _ = hs.Serve(tls.NewListener(ln, scfg)) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	for _, tc := range []struct {
+		http2 bool
+		want  string
+	}{{false, "HTTP/1.1"}, {true, "HTTP/2.0"}} {
+		dial, err := tlsconf.ClientOptions{CAFile: ca.File, HTTP2: tc.http2}.Dialer(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &http.Transport{DialTLSContext: dial, ForceAttemptHTTP2: tc.http2}
+		resp, err := tr.RoundTrip(mustGet(t, "https://"+ln.Addr().String()+"/"))
+		if err != nil {
+			t.Fatalf("HTTP2 %v: %v", tc.http2, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		tr.CloseIdleConnections()
+		if err != nil || string(b) != tc.want || resp.Proto != tc.want {
+			t.Errorf("HTTP2 %v: served %q, answered over %s (%v); want %s both", tc.http2, b, resp.Proto, err, tc.want)
+		}
+	}
+}
+
+func mustGet(t *testing.T, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
