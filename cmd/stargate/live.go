@@ -76,7 +76,7 @@ func loadAPIKeys(path string, keys **auth.APIKeys) error {
 	return nil
 }
 
-// dialBackends opens a router's connections to its backends, links
+// dialBackends opens a router's connections to its backends, HTTP/2
 // included: TCP with raw reads and writes (package rawio).
 var dialBackends = rawio.Dialer(&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 15 * time.Second})
 

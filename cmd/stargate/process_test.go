@@ -240,7 +240,7 @@ func writeKeyFile(t *testing.T) string {
 // own process (--gateway-engine) next to a second router that reaches the
 // same gateway over --gateway-listen: both serve through it, the first by
 // calling its handler directly (its health probes still reach it in memory,
-// over a link), and the gateway books every request once.
+// over HTTP/2), and the gateway books every request once.
 func TestRouterRunsItsGateway(t *testing.T) {
 	slowtest.Skip(t, "starts three processes")
 	keyFile := writeKeyFile(t)
@@ -342,7 +342,7 @@ func freeAddr(t *testing.T) string {
 
 // TestTerminateDrainsStreams: a router with its gateway in its process,
 // told to stop while a stream flows, lets the stream finish whole (its last
-// frames leave before the link closes) and then exits.
+// frames leave before the connection closes) and then exits.
 func TestTerminateDrainsStreams(t *testing.T) {
 	slowtest.Skip(t, "starts two processes")
 	eng := startProcess(t, "engine", "--listen", "127.0.0.1:0", "--gpus", "1")

@@ -63,7 +63,7 @@ func startInProcess(t *testing.T, args ...string) string {
 // TestTLSRoundTrip runs an engine, a gateway and a router in this process
 // on loopback, every listener on TLS and the router and gateway checking
 // each other's certificates (mutual TLS): a client's streamed request goes
-// through all three, the router reaches the gateway over a link inside
+// through all three, the router reaches the gateway over HTTP/2 inside
 // TLS, and the gateway refuses a caller without a router's certificate.
 func TestTLSRoundTrip(t *testing.T) {
 	if testing.Short() {

@@ -22,8 +22,9 @@
 //
 // The listener accepts at most MaxConns connections at once; further ones
 // wait in the kernel's accept queue (and time out there on the client's
-// side) until one closes. A connection taken over by an upgrade (the
-// router-gateway link) counts until it closes, with its deadlines cleared.
+// side) until one closes. A connection handed over (a router's h2c
+// connection to a gateway) counts until it closes, with its deadlines
+// cleared.
 //
 // Defaults, and why: DefaultLimits.
 package httplimit

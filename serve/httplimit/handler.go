@@ -118,7 +118,8 @@ func (w *perWrite) FlushError() error {
 }
 
 // Hijack implements http.Hijacker: the connection is handed over with its
-// deadlines cleared (the link sets its own).
+// deadlines cleared (its new owner, such as the gateway's h2c server,
+// sets its own).
 func (w *perWrite) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	nc, rw, err := w.rc.Hijack()
 	if err == nil {
