@@ -30,7 +30,7 @@ func (r *Router) InPool(id BackendID, pool string) bool {
 // PoolCanTake reports whether some backend of pool that serves model is
 // eligible now (Ready and not switched off): where a pool picked by length
 // or model has no such backend, the caller falls back (see
-// serve/router's pool selection) rather than queueing for a pool that
+// serve/routerd's pool selection) rather than queueing for a pool that
 // cannot answer.
 func (r *Router) PoolCanTake(pool, model string) bool {
 	for i := range r.views {

@@ -12,7 +12,7 @@ import (
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/report"
-	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/engined"
 	"github.com/stargate-llm/stargate/serve/fleet"
 	"github.com/stargate-llm/stargate/sim"
 )
@@ -149,7 +149,7 @@ func livePair(ctx context.Context, reg *policy.Registry, name string, cfg sim.Co
 func driveConfig(f *fleet.Fleet, cfg *sim.Config) drive.Config {
 	return drive.Config{Targets: f.RouterURLs, TargetRegion: f.RouterRegion, RPS: cfg.RPS, Class: cfg.Class, Clients: cfg.Clients,
 		Warmup: cfg.Warmup, Measure: cfg.Measure, Cooldown: cfg.Cooldown, Seed: cfg.Seed,
-		Workload: cfg.Workload, Client: cfg.Client, Model: engine.DefaultModel}
+		Workload: cfg.Workload, Client: cfg.Client, Model: engined.DefaultModel}
 }
 
 // LiveTable shows live and sim side by side.

@@ -12,10 +12,10 @@ import (
 	"github.com/stargate-llm/stargate/drive"
 	"github.com/stargate-llm/stargate/internal/wait"
 	"github.com/stargate-llm/stargate/policy"
-	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/engined"
 	"github.com/stargate-llm/stargate/serve/fleet"
 	"github.com/stargate-llm/stargate/serve/openai"
-	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/routerd"
 	"github.com/stargate-llm/stargate/sim"
 )
 
@@ -104,7 +104,7 @@ func (lr *liveRecorder) since(at time.Time) (time.Duration, bool) {
 	return at.Sub(lr.t0), true
 }
 
-func (lr *liveRecorder) dispatch(ri int, d router.DispatchEvent) {
+func (lr *liveRecorder) dispatch(ri int, d routerd.DispatchEvent) {
 	b, ok := lr.backends[d.Backend]
 	if !ok {
 		return
@@ -128,7 +128,7 @@ func (lr *liveRecorder) dispatch(ri int, d router.DispatchEvent) {
 	lr.dispatches = append(lr.dispatches, sim.Dispatch{At: at, Session: d.Session, Router: ri, Backend: b, Tokens: d.Tokens, Misroute: mis})
 }
 
-func (lr *liveRecorder) report(e router.ReportEvent) {
+func (lr *liveRecorder) report(e routerd.ReportEvent) {
 	b, ok := lr.backends[e.Backend]
 	if !ok || !e.Signals || e.Hardware {
 		return
@@ -174,8 +174,8 @@ func runLivePhase(ctx context.Context, reg *policy.Registry, sp PhaseSpec) (Phas
 	for i, b := range cfg.Backends {
 		lr.backends[b.Name] = i
 	}
-	f, err := fleet.Start(ctx, cfg, reg, fleet.Options{Seed: sp.Seed, Hooks: func(ri int) router.Hooks {
-		return router.Hooks{Dispatch: func(d router.DispatchEvent) { lr.dispatch(ri, d) }, Report: lr.report}
+	f, err := fleet.Start(ctx, cfg, reg, fleet.Options{Seed: sp.Seed, Hooks: func(ri int) routerd.Hooks {
+		return routerd.Hooks{Dispatch: func(d routerd.DispatchEvent) { lr.dispatch(ri, d) }, Report: lr.report}
 	}})
 	if err != nil {
 		return PhaseRun{}, fmt.Errorf("starting the fleet: %w", err)
@@ -265,7 +265,7 @@ func (lr *liveRecorder) inject(ctx context.Context, f *fleet.Fleet, faults []sim
 		return nil
 	}
 	at := time.Since(t0)
-	engineFaults := make([]engine.Faults, len(f.Engines))
+	engineFaults := make([]engined.Faults, len(f.Engines))
 	lr.mu.Lock()
 	for _, ft := range faults {
 		if ft.Kind == sim.FaultBurst {
@@ -322,7 +322,7 @@ func (lr *liveRecorder) inject(ctx context.Context, f *fleet.Fleet, faults []sim
 		}
 	}
 	for b, ef := range engineFaults {
-		if ef != (engine.Faults{}) {
+		if ef != (engined.Faults{}) {
 			if err := f.Engines[b].SetFaults(ef); err != nil {
 				return err
 			}
@@ -333,7 +333,7 @@ func (lr *liveRecorder) inject(ctx context.Context, f *fleet.Fleet, faults []sim
 
 // markWeights marks "weights" if router rs's policy weights differ from
 // last (nil: not read yet), and returns them.
-func (lr *liveRecorder) markWeights(rs *router.Server, last []int) []int {
+func (lr *liveRecorder) markWeights(rs *routerd.Server, last []int) []int {
 	var ws []int
 	for _, w := range rs.LastWeights() {
 		ws = append(ws, w.Weight)

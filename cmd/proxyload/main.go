@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/internal/wait"
-	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/engined"
 )
 
 func main() {
@@ -306,7 +306,7 @@ func request(ctx context.Context, client *http.Client, url string, body []byte, 
 }
 
 // stampPrefix starts the SSE comment of an engine run with --stamp-ttft.
-var stampPrefix = []byte(engine.TTFTStamp)
+var stampPrefix = []byte(engined.TTFTStamp)
 
 // readStream reads an SSE stream to [DONE]; it times the first event with
 // non-empty delta content from t0, and takes the engine's stamp of its own

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/engined"
 )
 
 func TestParseStat(t *testing.T) {
@@ -67,10 +67,10 @@ func TestReadStreamStamp(t *testing.T) {
 		engine  time.Duration
 		err     string
 	}{
-		"stamped":       {in: engine.TTFTStamp + "1500\n" + content + "data: [DONE]\n\n", stamped: true, engine: 1500 * time.Microsecond},
+		"stamped":       {in: engined.TTFTStamp + "1500\n" + content + "data: [DONE]\n\n", stamped: true, engine: 1500 * time.Microsecond},
 		"not stamped":   {in: content + "data: [DONE]\n\n"},
-		"stamp after":   {in: content + engine.TTFTStamp + "7\n" + "data: [DONE]\n\n"},
-		"bad stamp":     {in: engine.TTFTStamp + "soon\n" + content, err: "bad engine stamp"},
+		"stamp after":   {in: content + engined.TTFTStamp + "7\n" + "data: [DONE]\n\n"},
+		"bad stamp":     {in: engined.TTFTStamp + "soon\n" + content, err: "bad engine stamp"},
 		"other comment": {in: ": keep-alive\n" + content + "data: [DONE]\n\n"},
 	} {
 		t.Run(name, func(t *testing.T) {

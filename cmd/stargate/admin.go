@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stargate-llm/stargate/serve/auth"
-	"github.com/stargate-llm/stargate/serve/engine"
-	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/engined"
+	"github.com/stargate-llm/stargate/serve/routerd"
 	"github.com/stargate-llm/stargate/serve/tlsconf"
 )
 
@@ -103,7 +103,7 @@ one line on stderr and a non-zero exit status.`,
 			if t.format == "json" {
 				return writeJSONBody(c.OutOrStdout(), body)
 			}
-			var v router.AdminBackends
+			var v routerd.AdminBackends
 			if err := json.Unmarshal(body, &v); err != nil {
 				return failure{fmt.Errorf("router at %s answered no backends list: %w", base, err)}
 			}
@@ -155,15 +155,15 @@ one line on stderr and a non-zero exit status.`,
 			return t.print(c.OutOrStdout(), body, fmt.Sprintf("worker %d released at %s", w, base))
 		},
 	}
-	var f engine.Faults
+	var f engined.Faults
 	var clearFaults bool
 	faults := &cobra.Command{
 		Use: "faults", Short: "Set a stargate engine's injected faults (replacing those in force)", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if f == (engine.Faults{}) && !clearFaults {
+			if f == (engined.Faults{}) && !clearFaults {
 				return usagef("faults: give a fault (see --help) or --clear to remove them all")
 			}
-			if clearFaults && f != (engine.Faults{}) {
+			if clearFaults && f != (engined.Faults{}) {
 				return usagef("faults: --clear with a fault; give one or the other")
 			}
 			if err := f.Validate(); err != nil {
@@ -393,7 +393,7 @@ func writeJSONBody(w io.Writer, body []byte) error {
 
 // backendsTable writes the router's backends as a table, every number with
 // its unit.
-func backendsTable(w io.Writer, v *router.AdminBackends) error {
+func backendsTable(w io.Writer, v *routerd.AdminBackends) error {
 	fmt.Fprintf(w, "router %s, policy %s, at %s\n", v.Router, v.Policy, v.Time.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKEND\tREGION\tSTATE\tELIGIBLE\tWEIGHT\tSLOTS\tQUEUE\tTTFT P95\tKV\tERRORS\tCONTEXT\tRTT\tQUARANTINED\tTELEMETRY")

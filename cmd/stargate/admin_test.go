@@ -19,7 +19,7 @@ import (
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/fleet"
-	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/routerd"
 )
 
 // startAdminFleet starts the small live fleet on loopback and writes its
@@ -93,7 +93,7 @@ func TestAdminAgainstLiveFleet(t *testing.T) {
 	})
 	t.Run("backends json", func(t *testing.T) {
 		code, out, errOut := runCLI(t, "admin", "--router", rt, "--format", "json", "backends")
-		var v router.AdminBackends
+		var v routerd.AdminBackends
 		if code != 0 || json.Unmarshal([]byte(out), &v) != nil || len(v.Backends) != 2 || v.Backends[0].ID == "" {
 			t.Fatalf("exit %d, %d backends: %s %s", code, len(v.Backends), out, errOut)
 		}

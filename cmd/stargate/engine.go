@@ -9,13 +9,13 @@ import (
 
 	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/serve/auth"
-	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/engined"
 	"github.com/stargate-llm/stargate/serve/httplimit"
 	"github.com/stargate-llm/stargate/serve/tlsconf"
 )
 
 func newEngineCmd() *cobra.Command {
-	cfg := engine.DefaultConfig()
+	cfg := engined.DefaultConfig()
 	var profile, listen, fenceKey, pprofAddr, compat string
 	var sec secureFlags
 	cmd := &cobra.Command{
@@ -33,14 +33,14 @@ clock. Tokens stream at the pace of the model's steps.`,
 				return usageError{err}
 			}
 			cfg.Profile = p
-			if cfg.Compat, err = engine.ParseCompat(compat); err != nil {
+			if cfg.Compat, err = engined.ParseCompat(compat); err != nil {
 				return usagef("--compat: %v", err)
 			}
 			if err := loadKeys(fenceKey, auth.RoleGateway, &cfg.Keys, &cfg.Key); err != nil {
 				return err
 			}
 			cfg.Logger = logger(cmd.ErrOrStderr(), false)
-			srv, err := engine.New(cfg)
+			srv, err := engined.New(cfg)
 			if err != nil {
 				return usageError{err}
 			}
@@ -91,7 +91,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 }
 
 // serve runs srv on ln until ctx ends, then shuts down gracefully.
-func serve(ctx context.Context, cmd *cobra.Command, ln net.Listener, srv *engine.Server, o httplimit.Options) error {
+func serve(ctx context.Context, cmd *cobra.Command, ln net.Listener, srv *engined.Server, o httplimit.Options) error {
 	// The engine's clock outlives the signal: requests in flight get the
 	// shutdown grace to finish, then the clock stops.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))

@@ -21,14 +21,14 @@ import (
 	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/discovery"
 	"github.com/stargate-llm/stargate/drive"
+	"github.com/stargate-llm/stargate/internal/rawio"
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/auth"
-	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/engined"
 	"github.com/stargate-llm/stargate/serve/fleet"
-	"github.com/stargate-llm/stargate/serve/gateway"
-	"github.com/stargate-llm/stargate/serve/rawio"
-	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/gatewayd"
+	"github.com/stargate-llm/stargate/serve/routerd"
 	"github.com/stargate-llm/stargate/serve/tlsconf"
 	"github.com/stargate-llm/stargate/study"
 	"github.com/stargate-llm/stargate/workload"
@@ -89,7 +89,7 @@ func logger(w io.Writer, verbose bool) *slog.Logger {
 }
 
 func newGatewayCmd() *cobra.Command {
-	cfg := gateway.DefaultConfig()
+	cfg := gatewayd.DefaultConfig()
 	var slotMode string
 	var listen, keyFile, apiKeys, pprofAddr string
 	var verbose bool
@@ -143,7 +143,7 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 			if cfg.Advertise == "" && len(cfg.Routers) > 0 {
 				cfg.Advertise = sec.scheme() + "://" + ln.Addr().String()
 			}
-			srv, err := gateway.New(cfg)
+			srv, err := gatewayd.New(cfg)
 			if err != nil {
 				_ = ln.Close()
 				return usageError{err}
@@ -182,9 +182,9 @@ heartbeats go, signed with the HMAC key, to every --router.`,
 }
 
 func newRouterCmd() *cobra.Command {
-	cfg := router.DefaultConfig()
+	cfg := routerd.DefaultConfig()
 	var slotMode string
-	gcfg := gateway.DefaultConfig()
+	gcfg := gatewayd.DefaultConfig()
 	gcfg.ID = "local"
 	var listen, keyFile, apiKeys, pprofAddr, xdsListen, k8sService, k8sPort, kubeconfig, gatewayListen string
 	var backends []string
@@ -271,7 +271,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 			if err := routerDialTLS(&cfg, &sec, local); err != nil {
 				return err
 			}
-			srv, err := router.New(cfg, reg)
+			srv, err := routerd.New(cfg, reg)
 			if err != nil {
 				return usageError{err}
 			}
@@ -387,7 +387,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 // exportXDS pushes the router's backends and weights to the xDS server
 // whenever they may have changed (the server coalesces and skips small
 // weight moves).
-func exportXDS(ctx context.Context, srv *router.Server, xs *xds.Server) {
+func exportXDS(ctx context.Context, srv *routerd.Server, xs *xds.Server) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -402,7 +402,7 @@ func exportXDS(ctx context.Context, srv *router.Server, xs *xds.Server) {
 
 // xdsEndpoints maps the router's backends to xDS endpoints: weights at
 // least 1, and a backend that must get no traffic marked, never weighted 0.
-func xdsEndpoints(bs []router.BackendInfo) []xds.Endpoint {
+func xdsEndpoints(bs []routerd.BackendInfo) []xds.Endpoint {
 	out := make([]xds.Endpoint, 0, len(bs))
 	for _, b := range bs {
 		u, err := url.Parse(b.URL)
@@ -429,20 +429,20 @@ func xdsEndpoints(bs []router.BackendInfo) []xds.Endpoint {
 }
 
 // discoveredBackends turns Kubernetes targets into router backends.
-func discoveredBackends(ts []discovery.Target) []router.Discovered {
-	out := make([]router.Discovered, len(ts))
+func discoveredBackends(ts []discovery.Target) []routerd.Discovered {
+	out := make([]routerd.Discovered, len(ts))
 	for i, t := range ts {
-		out[i] = router.Discovered{Name: t.Name, URL: "http://" + t.Addr, Ready: t.Ready}
+		out[i] = routerd.Discovered{Name: t.Name, URL: "http://" + t.Addr, Ready: t.Ready}
 	}
 	return out
 }
 
-func parseStaticBackend(s string) (router.StaticBackend, error) {
+func parseStaticBackend(s string) (routerd.StaticBackend, error) {
 	name, rest, ok := strings.Cut(s, "=")
 	if !ok || name == "" {
-		return router.StaticBackend{}, fmt.Errorf("--backend %q: want NAME=URL[@CAPACITY]", s)
+		return routerd.StaticBackend{}, fmt.Errorf("--backend %q: want NAME=URL[@CAPACITY]", s)
 	}
-	b := router.StaticBackend{Name: name, URL: rest, Capacity: 25}
+	b := routerd.StaticBackend{Name: name, URL: rest, Capacity: 25}
 	if u, c, ok := strings.Cut(rest, "@"); ok {
 		if _, err := fmt.Sscanf(c, "%d", &b.Capacity); err != nil || b.Capacity < 1 {
 			return b, fmt.Errorf("--backend %q: capacity %q must be a whole number >= 1", s, c)
@@ -459,7 +459,7 @@ func newFleetCmd() *cobra.Command {
 	scale := 1.0
 	var seed uint64
 	var verbose bool
-	var engineTransport gateway.EngineTransport
+	var engineTransport gatewayd.EngineTransport
 	cmd := &cobra.Command{
 		Use:   "fleet",
 		Short: "Run a whole live fleet (engines, gateways, routers) in this process on loopback",
@@ -532,7 +532,7 @@ is the small fleet (two backends of 1 and 2 GPUs, one router). Ctrl-C stops it.`
 
 func newDriveCmd() *cobra.Command {
 	var targets, fleetName, out, className string
-	cfg := drive.Config{Model: engine.DefaultModel}
+	cfg := drive.Config{Model: engined.DefaultModel}
 	cmd := &cobra.Command{
 		Use:   "drive",
 		Short: "Drive routers with growing multi-turn sessions over HTTP and measure them",

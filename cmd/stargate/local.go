@@ -12,17 +12,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
+	"github.com/stargate-llm/stargate/internal/memnet"
 	"github.com/stargate-llm/stargate/serve/auth"
-	"github.com/stargate-llm/stargate/serve/gateway"
-	"github.com/stargate-llm/stargate/serve/memnet"
-	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/gatewayd"
+	"github.com/stargate-llm/stargate/serve/routerd"
 	"github.com/stargate-llm/stargate/serve/tlsconf"
 )
 
 // gatewayFlags registers the flags that describe a gateway's backend, its
 // limits and its routers: unprefixed for stargate gateway, prefixed
 // "gateway-" for the gateway a router runs in its own process.
-func gatewayFlags(f *pflag.FlagSet, cfg *gateway.Config, prefix, what string) {
+func gatewayFlags(f *pflag.FlagSet, cfg *gatewayd.Config, prefix, what string) {
 	f.StringArrayVar(&cfg.Engines, prefix+"engine", nil, what+"engine base URL (repeat for one URL per GPU worker)")
 	f.IntVar(&cfg.Workers, prefix+"workers", 0, what+"workers behind a single engine URL (0: ask its /metrics, else 1)")
 	f.StringArrayVar(&cfg.DCGM, prefix+"dcgm-url", nil, what+"DCGM exporter metrics URL for hardware signals (repeatable; a stargate engine serves one at /dcgm/metrics)")
@@ -49,7 +49,7 @@ const engineTransportUsage = "how requests reach the engines: net-http (net/http
 
 // engineFlags registers the flags for engines not written for Stargate
 // (vLLM, SGLang); docs/real-engines.md shows them in use.
-func engineFlags(f *pflag.FlagSet, o *gateway.EngineOptions, prefix, what string) {
+func engineFlags(f *pflag.FlagSet, o *gatewayd.EngineOptions, prefix, what string) {
 	f.DurationVar(&o.MaxQueueWait, prefix+"max-queue-wait", o.MaxQueueWait, what+"longest wait for admission or a worker permit, then 503 with Retry-After (keep it below the router's attempt budget)")
 	f.StringVar(&o.EngineAPIKeyFile, prefix+"engine-api-key-file", "", what+"file holding the engines' API key (their --api-key), sent as Authorization: Bearer")
 	f.BoolVar(&o.LearnSlots, prefix+"learn-slots", true, what+"size worker slots by the engine's own sequence limit where it says it (else --"+prefix+"max-inflight-per-worker)")
@@ -65,7 +65,7 @@ const localGatewayAddr = "gateway.in-process:80"
 // --gateway-engine: the router calls its handler directly (router.Local),
 // other routers reach it over --gateway-listen.
 type localGateway struct {
-	cfg    gateway.Config
+	cfg    gatewayd.Config
 	listen string // --gateway-listen
 	mem    *memnet.Network
 	// addr is the in-memory address: the advertised one, else the TCP
@@ -76,8 +76,8 @@ type localGateway struct {
 	randomKey bool
 	log       *slog.Logger
 
-	srv   *gateway.Server
-	local *router.Local // the router's way in
+	srv   *gatewayd.Server
+	local *routerd.Local // the router's way in
 	// memLn is the router's way in over the network: for its health probes,
 	// requests on a path with an injected fault, and a static --backend
 	// spelled otherwise.
@@ -94,7 +94,7 @@ type localGateway struct {
 // network, and the two share one key (a random one when the operator gave
 // none) and one logger. Without --gateway-engine it returns nil. It runs
 // before router.New.
-func newLocalGateway(rcfg *router.Config, gcfg gateway.Config, listen string, sec *secureFlags) (*localGateway, error) {
+func newLocalGateway(rcfg *routerd.Config, gcfg gatewayd.Config, listen string, sec *secureFlags) (*localGateway, error) {
 	if len(gcfg.Engines) == 0 {
 		if listen != "" || len(gcfg.Routers) > 0 {
 			return nil, usagef("--gateway-listen and --gateway-router need --gateway-engine")
@@ -128,7 +128,7 @@ func newLocalGateway(rcfg *router.Config, gcfg gateway.Config, listen string, se
 	if gcfg.DialTLS, err = sec.dialer(nil, rolesFor(hostsOf(gcfg.Routers), tlsconf.RoleRouter), false); err != nil {
 		return nil, err
 	}
-	lg.local = &router.Local{}
+	lg.local = &routerd.Local{}
 	rcfg.Local, rcfg.Dial = lg.local, lg.mem.Dial(dialBackends)
 	lg.cfg = gcfg
 	return lg, nil
@@ -159,7 +159,7 @@ func (lg *localGateway) open(routerURL string, reg prometheus.Registerer) error 
 	}
 	lg.memLn = ml
 	lg.cfg.Routers = append([]string{routerURL}, lg.cfg.Routers...)
-	if lg.srv, err = gateway.New(lg.cfg); err != nil {
+	if lg.srv, err = gatewayd.New(lg.cfg); err != nil {
 		lg.close()
 		return usageError{err}
 	}
@@ -241,7 +241,7 @@ func advertisedAddr(advertise, scheme string) (string, error) {
 // another router's in-process gateway, with --client-ca-file). Its own
 // in-process gateway is reached in memory without TLS: nothing leaves the
 // process.
-func routerDialTLS(cfg *router.Config, sec *secureFlags, lg *localGateway) error {
+func routerDialTLS(cfg *routerd.Config, sec *secureFlags, lg *localGateway) error {
 	d, err := sec.dialer(cfg.Dial, func(string) []tlsconf.Role { return []tlsconf.Role{tlsconf.RoleGateway, tlsconf.RoleRouter} }, cfg.HTTP2)
 	if err != nil || d == nil {
 		return err

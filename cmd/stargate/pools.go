@@ -2,14 +2,14 @@ package main
 
 import (
 	"github.com/stargate-llm/stargate/config"
-	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/routerd"
 )
 
 // routerPools are a fleet file's pools as the live router takes them.
-func routerPools(specs []config.PoolFileSpec) []router.Pool {
-	var out []router.Pool
+func routerPools(specs []config.PoolFileSpec) []routerd.Pool {
+	var out []routerd.Pool
 	for _, p := range specs {
-		out = append(out, router.Pool{Name: p.Name, MaxTokens: p.MaxTokens, Models: p.Models, Backends: p.Backends})
+		out = append(out, routerd.Pool{Name: p.Name, MaxTokens: p.MaxTokens, Models: p.Models, Backends: p.Backends})
 	}
 	return out
 }

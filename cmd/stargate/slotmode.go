@@ -4,7 +4,7 @@ import (
 	"github.com/spf13/pflag"
 
 	gwcore "github.com/stargate-llm/stargate/gateway"
-	"github.com/stargate-llm/stargate/serve/gateway"
+	"github.com/stargate-llm/stargate/serve/gatewayd"
 )
 
 // slotModeFlag registers the gateway's --slot-mode (prefixed as
@@ -15,7 +15,7 @@ func slotModeFlag(f *pflag.FlagSet, mode *string, prefix, what string) {
 }
 
 // applySlotMode sets cfg's slots by --slot-mode after the flags are parsed.
-func applySlotMode(f *pflag.FlagSet, cfg *gateway.Config, mode, prefix string) error {
+func applySlotMode(f *pflag.FlagSet, cfg *gatewayd.Config, mode, prefix string) error {
 	m, err := gwcore.ParseSlotMode(mode)
 	if err != nil {
 		return usagef("--%sslot-mode: %v", prefix, err)

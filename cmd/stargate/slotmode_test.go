@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/stargate-llm/stargate/serve/gateway"
+	"github.com/stargate-llm/stargate/serve/gatewayd"
 )
 
 // TestApplySlotMode: --slot-mode bounded gives one submission per worker
@@ -27,7 +27,7 @@ func TestApplySlotMode(t *testing.T) {
 		{args: []string{"--slot-mode", "engine", "--max-inflight-per-worker", "8"}, want: 8, wantLearn: true},
 	}
 	for _, c := range cases {
-		cfg := gateway.DefaultConfig()
+		cfg := gatewayd.DefaultConfig()
 		var mode string
 		f := pflag.NewFlagSet("gateway", pflag.ContinueOnError)
 		gatewayFlags(f, &cfg, "", "")

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stargate-llm/stargate/discovery"
 	"github.com/stargate-llm/stargate/policy"
-	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/routerd"
 	"github.com/stargate-llm/stargate/xds"
 )
 
@@ -13,7 +13,7 @@ import (
 // weights of at least 1, and a backend that must get no traffic marked, never
 // weighted 0.
 func TestXDSEndpoints(t *testing.T) {
-	in := []router.BackendInfo{
+	in := []routerd.BackendInfo{
 		{Name: "a", URL: "http://10.0.0.1:9000", Region: "east", State: "ready", Weight: 50, Eligible: true},
 		{Name: "b", URL: "http://gw-b.stargate.svc:9000", State: "ready", Weight: 0, Eligible: true},
 		{Name: "c", URL: "http://10.0.0.3:9000", State: "draining", Weight: 0},
@@ -41,7 +41,7 @@ func TestXDSEndpoints(t *testing.T) {
 
 func TestDiscoveredBackends(t *testing.T) {
 	got := discoveredBackends([]discovery.Target{{Addr: "10.0.0.1:9000", Ready: true, Name: "gw-0"}, {Addr: "10.0.0.2:9000", Name: "gw-1"}})
-	if len(got) != 2 || got[0] != (router.Discovered{Name: "gw-0", URL: "http://10.0.0.1:9000", Ready: true}) || got[1].Ready {
+	if len(got) != 2 || got[0] != (routerd.Discovered{Name: "gw-0", URL: "http://10.0.0.1:9000", Ready: true}) || got[1].Ready {
 		t.Fatalf("got %+v", got)
 	}
 }
@@ -50,11 +50,11 @@ func TestDiscoveredBackends(t *testing.T) {
 // exports to Envoy are the weights its policy places by, for the same
 // snapshot of its backends: capacity times the projected level.
 func TestXDSExportsPlacementWeights(t *testing.T) {
-	cfg := router.DefaultConfig()
+	cfg := routerd.DefaultConfig()
 	cfg.Policy = "pressure"
-	cfg.Static = []router.StaticBackend{{Name: "a", URL: "http://10.0.0.1:9000", Capacity: 8},
+	cfg.Static = []routerd.StaticBackend{{Name: "a", URL: "http://10.0.0.1:9000", Capacity: 8},
 		{Name: "b", URL: "http://10.0.0.2:9000", Capacity: 32}, {Name: "c", URL: "http://10.0.0.3:9000", Capacity: 1}}
-	srv, err := router.New(cfg, policy.NewRegistry())
+	srv, err := routerd.New(cfg, policy.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

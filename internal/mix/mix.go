@@ -1,5 +1,3 @@
-// Package mix holds the one 64-bit mixing function the project uses to turn
-// structured input (counters, seeds, xors of keys) into well-spread bits.
 package mix
 
 // Mix64 is the splitmix64 step: an increment by the golden ratio and a

@@ -21,7 +21,7 @@ import (
 
 	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/policy"
-	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/engined"
 )
 
 // conformanceLimit is the engines' context limit in the conformance fleet.
@@ -43,7 +43,7 @@ func startTwoModels(t *testing.T) *Fleet {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	f, err := Start(ctx, cfg, reg, Options{Seed: 1, Compat: engine.CompatVLLM, MaxModelLen: conformanceLimit, OpenInfo: true})
+	f, err := Start(ctx, cfg, reg, Options{Seed: 1, Compat: engined.CompatVLLM, MaxModelLen: conformanceLimit, OpenInfo: true})
 	if err != nil {
 		t.Fatal(err)
 	}

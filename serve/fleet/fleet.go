@@ -1,17 +1,3 @@
-// Package fleet starts a whole live fleet in one process on loopback
-// (Stargate): one mock engine and one gateway per backend, and router
-// replicas per region, each a real HTTP server on 127.0.0.1. It takes the
-// simulator's own configuration (sim.Config), so a live run and a simulated
-// run of the same fleet share every setting.
-//
-// The regions' one-way latencies are injected in-process (package netsim)
-// on the router-to-gateway and gateway-to-router paths. The services sign
-// their messages with a key drawn at start.
-//
-// For experiments a running fleet takes faults: KillBackend crashes a
-// backend's gateway and engine, SetPathJitter adds jitter to a backend's
-// paths, the engines take their own (engine.Server.SetFaults), and
-// Options.Hooks watch every router's dispatches and reports.
 package fleet
 
 import (
@@ -24,12 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stargate-llm/stargate/internal/netsim"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/auth"
-	"github.com/stargate-llm/stargate/serve/engine"
-	"github.com/stargate-llm/stargate/serve/gateway"
-	"github.com/stargate-llm/stargate/serve/netsim"
-	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/engined"
+	"github.com/stargate-llm/stargate/serve/gatewayd"
+	"github.com/stargate-llm/stargate/serve/routerd"
 	"github.com/stargate-llm/stargate/sim"
 )
 
@@ -52,12 +38,12 @@ type Options struct {
 	// gateway.Config.ObserveQueue).
 	ObserveQueue func(queued time.Duration)
 	// Hooks, if set, gives router r's in-process hooks (see router.Hooks).
-	Hooks func(router int) router.Hooks
+	Hooks func(router int) routerd.Hooks
 	// Console turns on every router's operator console (router.Config.Console).
 	Console bool
 	// Compat is the engines' behaviour (engine.CompatVLLM: like a real vLLM,
 	// one worker per URL); MaxModelLen, if > 0, their context limit.
-	Compat      engine.Compat
+	Compat      engined.Compat
 	MaxModelLen int
 	// OpenInfo serves the gateways' /metrics to anyone (scrapers).
 	OpenInfo bool
@@ -66,11 +52,11 @@ type Options struct {
 	TLS *TLS
 	// Pools are every router's pools (router.Config.Pools), by backend
 	// name as in cfg.
-	Pools []router.Pool
+	Pools []routerd.Pool
 	// EngineTransport is how every gateway reaches its engine (see
 	// gateway.Config.EngineTransport): net/http by default; with h1 the
 	// engine leg leaves the in-process network, which has no delay there.
-	EngineTransport gateway.EngineTransport
+	EngineTransport gatewayd.EngineTransport
 }
 
 // Fleet is a running fleet.
@@ -79,9 +65,9 @@ type Fleet struct {
 	// router i's region index.
 	RouterURLs   []string
 	RouterRegion []int
-	Engines      []*engine.Server
-	Gateways     []*gateway.Server
-	Routers      []*router.Server
+	Engines      []*engined.Server
+	Gateways     []*gatewayd.Server
+	Routers      []*routerd.Server
 	// GatewayURLs and EngineURLs are by backend.
 	GatewayURLs, EngineURLs []string
 	// Key is the HMAC key every service of the fleet shares, for an
@@ -97,7 +83,7 @@ type Fleet struct {
 	wg      sync.WaitGroup
 
 	// engineCfg and runCtx start an engine again (RestartEngine).
-	engineCfg []engine.Config
+	engineCfg []engined.Config
 	runCtx    context.Context
 
 	mu sync.Mutex
@@ -169,8 +155,8 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 	}
 
 	for i, b := range cfg.Backends {
-		ec := engine.DefaultConfig()
-		ec.ID, ec.GPUs, ec.Profile, ec.Model, ec.Seed, ec.Key = b.Name, b.Workers, b.Profile, engine.DefaultModel, opts.Seed, key
+		ec := engined.DefaultConfig()
+		ec.ID, ec.GPUs, ec.Profile, ec.Model, ec.Seed, ec.Key = b.Name, b.Workers, b.Profile, engined.DefaultModel, opts.Seed, key
 		ec.MaxModelLen = min(b.Profile.KVTokens, MaxModelLen)
 		if opts.MaxModelLen > 0 {
 			ec.MaxModelLen = opts.MaxModelLen
@@ -179,7 +165,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 			ec.Model = b.Models[0]
 		}
 		ec.Compat = opts.Compat
-		es, err := engine.New(ec)
+		es, err := engined.New(ec)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: backend %s: %w", b.Name, err)
 		}
@@ -195,7 +181,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		for ri, u := range f.RouterURLs {
 			tr.Set(hostOf(u), cfg.Latency[b.Region][f.RouterRegion[ri]], 0)
 		}
-		gc := gateway.DefaultConfig()
+		gc := gatewayd.DefaultConfig()
 		gc.ID, gc.Region, gc.Engines, gc.Workers = b.Name, cfg.Regions[b.Region].Name, []string{f.EngineURLs[i]}, b.Workers
 		gc.DCGM = []string{f.EngineURLs[i] + "/dcgm/metrics"}
 		gc.Admission, gc.Routers, gc.Advertise, gc.Key, gc.Transport = cfg.Gateway, f.RouterURLs, f.GatewayURLs[i], key, tr
@@ -205,7 +191,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		gc.Logger, gc.ObserveQueue = opts.Logger, opts.ObserveQueue
 		gc.OpenInfo = opts.OpenInfo
 		gc.EngineTransport = opts.EngineTransport
-		gs, err := gateway.New(gc)
+		gs, err := gatewayd.New(gc)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: backend %s: %w", b.Name, err)
 		}
@@ -217,7 +203,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		for i, b := range cfg.Backends {
 			tr.Set(hostOf(f.GatewayURLs[i]), cfg.Latency[f.RouterRegion[ri]][b.Region], 0)
 		}
-		rc := router.DefaultConfig()
+		rc := routerd.DefaultConfig()
 		if opts.HeartbeatTTL > 0 {
 			rc.Liveness.HeartbeatTTL = opts.HeartbeatTTL
 		}
@@ -231,7 +217,7 @@ func Start(ctx context.Context, cfg sim.Config, reg *policy.Registry, opts Optio
 		}
 		rc.Console = opts.Console
 		rc.Pools = opts.Pools
-		rs, err := router.New(rc, reg)
+		rs, err := routerd.New(rc, reg)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: router %s: %w", u, err)
 		}

@@ -6,7 +6,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/stargate-llm/stargate/serve/engine"
+	"github.com/stargate-llm/stargate/serve/engined"
 )
 
 // RestartEngine starts backend b's engine again after KillEngine, as a new
@@ -24,7 +24,7 @@ func (f *Fleet) RestartEngine(b int, loadTime time.Duration) error {
 	}
 	ec := f.engineCfg[b]
 	ec.LoadTime = loadTime
-	es, err := engine.New(ec)
+	es, err := engined.New(ec)
 	if err != nil {
 		return fmt.Errorf("fleet: restarting backend %d's engine: %w", b, err)
 	}

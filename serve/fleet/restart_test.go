@@ -14,7 +14,7 @@ import (
 	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/internal/poll"
 	"github.com/stargate-llm/stargate/policy"
-	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/routerd"
 )
 
 // TestEngineRestartUnderLoadLive: under steady load, backend local-1's
@@ -30,11 +30,11 @@ func TestEngineRestartUnderLoadLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var sent []router.DispatchEvent
+	var sent []routerd.DispatchEvent
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	f, err := Start(ctx, cfg, reg, Options{Seed: 1, Hooks: func(int) router.Hooks {
-		return router.Hooks{Dispatch: func(e router.DispatchEvent) {
+	f, err := Start(ctx, cfg, reg, Options{Seed: 1, Hooks: func(int) routerd.Hooks {
+		return routerd.Hooks{Dispatch: func(e routerd.DispatchEvent) {
 			mu.Lock()
 			defer mu.Unlock()
 			sent = append(sent, e)
@@ -102,7 +102,7 @@ func TestEngineRestartUnderLoadLive(t *testing.T) {
 	poll.Until(t, 15*time.Second, "traffic on local-1 again", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return slices.ContainsFunc(sent, func(e router.DispatchEvent) bool { return e.Backend == "local-1" && e.At.After(readyAt) })
+		return slices.ContainsFunc(sent, func(e routerd.DispatchEvent) bool { return e.Backend == "local-1" && e.At.After(readyAt) })
 	})
 	halt()
 

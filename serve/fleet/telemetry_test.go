@@ -15,11 +15,11 @@ import (
 	"github.com/stargate-llm/stargate/internal/poll"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/auth"
-	"github.com/stargate-llm/stargate/serve/engine"
-	"github.com/stargate-llm/stargate/serve/router"
+	"github.com/stargate-llm/stargate/serve/engined"
+	"github.com/stargate-llm/stargate/serve/routerd"
 )
 
-func backendByName(t *testing.T, r *router.Server, name string) router.BackendInfo {
+func backendByName(t *testing.T, r *routerd.Server, name string) routerd.BackendInfo {
 	t.Helper()
 	for _, b := range r.Backends() {
 		if b.Name == name {
@@ -27,7 +27,7 @@ func backendByName(t *testing.T, r *router.Server, name string) router.BackendIn
 		}
 	}
 	t.Fatalf("no backend %q", name)
-	return router.BackendInfo{}
+	return routerd.BackendInfo{}
 }
 
 func chat(t *testing.T, url, session string, words, maxTokens int) (status int, backend string) {
@@ -58,7 +58,7 @@ func TestTelemetryFallbackLive(t *testing.T) {
 		}
 		return true
 	})
-	if err := f.Engines[0].SetFaults(engine.Faults{ExporterDead: true}); err != nil {
+	if err := f.Engines[0].SetFaults(engined.Faults{ExporterDead: true}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -94,7 +94,7 @@ func TestTelemetryFallbackLive(t *testing.T) {
 // goes there.
 func TestCapabilityLearnedLive(t *testing.T) {
 	f := startSmall(t, "round-robin")
-	if err := f.Engines[1].SetFaults(engine.Faults{MaxModelLen: 2000}); err != nil {
+	if err := f.Engines[1].SetFaults(engined.Faults{MaxModelLen: 2000}); err != nil {
 		t.Fatal(err)
 	}
 	before := f.Engines[1].Counts().Rejected["status_400"]
@@ -266,7 +266,7 @@ func TestLearnedLimitReachesEveryRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Stop()
-	if err := f.Engines[1].SetFaults(engine.Faults{MaxModelLen: 2000}); err != nil {
+	if err := f.Engines[1].SetFaults(engined.Faults{MaxModelLen: 2000}); err != nil {
 		t.Fatal(err)
 	}
 	// A limit this far under the advertised one needs three refusals of

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/policy"
-	"github.com/stargate-llm/stargate/serve/gateway"
+	"github.com/stargate-llm/stargate/serve/gatewayd"
 )
 
 // streamTokens sends one streamed chat completion of maxTokens to url and
@@ -71,7 +71,7 @@ func streamTokens(ctx context.Context, url, session string, maxTokens int) (word
 // default) or the h1 client: every answer whole, with as many tokens as
 // asked for, counted once at every hop.
 func TestEngineTransportsLive(t *testing.T) {
-	for _, et := range gateway.EngineTransports() {
+	for _, et := range gatewayd.EngineTransports() {
 		t.Run(string(et), func(t *testing.T) {
 			reg := policy.NewRegistry()
 			fl, _ := config.Preset("small")

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/stargate-llm/stargate/serve/rawio"
+	"github.com/stargate-llm/stargate/internal/rawio"
 )
 
 // Options are one listener's limits, TLS and name (for the start-up log).
