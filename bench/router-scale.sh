@@ -3,7 +3,7 @@
 # stats, xDS on) with GATEWAYS gateways' worth of stats senders reporting
 # every INTERVAL over loopback (cmd/statsload), and requests routed through
 # it meanwhile. Reports the router's CPU per stats message, its memory and
-# the routed requests' latency. See docs/bench/router-scale.md.
+# the routed requests' latency. See BENCHMARKS.md.
 #
 #   bench/router-scale.sh                         # 1,000 gateways every 500 ms
 #   GATEWAYS=2000 INTERVAL=250ms bench/router-scale.sh

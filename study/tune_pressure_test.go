@@ -126,7 +126,7 @@ var burstFlag = flag.Bool("burst-figures", false, "print the burst phase's routi
 
 // TestBurstFigures prints the burst phase's routing reaction and weight
 // change rates for pressure with its defaults, at the phase's 50 sessions
-// per burst and at 1,500, enough to overflow every backend's slots (docs/bench/pressure.md):
+// per burst and at 1,500, enough to overflow every backend's slots (BENCHMARKS.md):
 //
 //	go test ./study -run TestBurstFigures -burst-figures -v
 func TestBurstFigures(t *testing.T) {

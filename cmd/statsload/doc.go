@@ -6,6 +6,6 @@
 // router's requests and probes and counts each gateway's requests, so the
 // stats carry true received counts. It reports the router process's CPU
 // per stats message and its memory (from /proc), and the latency of the
-// requests routed while the stats flow. docs/bench/router-scale.md shows
+// requests routed while the stats flow. BENCHMARKS.md shows
 // how bench/router-scale.sh runs it.
 package main
