@@ -68,6 +68,7 @@ func (c Config) errorHalfLife() time.Duration {
 // lifecycle is what the router tracks of one backend beyond its load.
 type lifecycle struct {
 	adminOK  bool // SetEligible's switch
+	refused  bool // Refused's: off until the next stats message
 	drained  bool // Drain's
 	failed   bool
 	reported telemetry.State // the backend's own report (0: none)
@@ -387,9 +388,12 @@ type BackendStatus struct {
 	// Since is when the backend entered its state.
 	Since time.Duration `json:"since"`
 	// LastHeard is when its last stats message or heartbeat arrived.
-	LastHeard   time.Duration `json:"last_heard"`
-	Drained     bool          `json:"drained"`
-	MaxModelLen int           `json:"max_model_len"`
+	LastHeard time.Duration `json:"last_heard"`
+	Drained   bool          `json:"drained"`
+	// Refused: a connection to it was refused and it takes nothing until
+	// its next stats message (Router.Refused).
+	Refused     bool `json:"refused,omitempty"`
+	MaxModelLen int  `json:"max_model_len"`
 	// LearnedLimit is the limit its context-length errors showed (0: none).
 	LearnedLimit int           `json:"learned_limit"`
 	ErrorRate    float64       `json:"error_rate"`
@@ -408,7 +412,7 @@ func (r *Router) Backends(now time.Duration) []BackendStatus {
 		l, v := &r.life[b], &r.views[b]
 		p := l.path.Path(now)
 		out[b] = BackendStatus{ID: r.ids[b], Name: r.names[b], State: l.state, StateName: l.state.String(), Since: l.since, LastHeard: l.heard,
-			Drained: l.drained, MaxModelLen: v.MaxModelLen, LearnedLimit: l.learned.Limit(now), ErrorRate: v.ErrorRate,
+			Drained: l.drained, Refused: l.refused, MaxModelLen: v.MaxModelLen, LearnedLimit: l.learned.Limit(now), ErrorRate: v.ErrorRate,
 			RTT: p.RTT, Jitter: p.Jitter, Hardware: v.Signals != nil && v.Signals.Hardware}
 	}
 	return out

@@ -370,6 +370,21 @@ func (r *Router) Views() []policy.View { return r.views }
 // Waiting is the number of requests waiting at this router.
 func (r *Router) Waiting() int { return len(r.waiters) }
 
+// Refused keeps backend id from new requests until its next stats message
+// (OnStats, whatever that message holds): a connection to it was refused,
+// the retry rule's Step.Disable. Both shells call it, so the rule of when
+// the backend comes back is written once. It reports whether the backend
+// was taken out now (false when it already was, or is unknown).
+func (r *Router) Refused(id BackendID) bool {
+	b, known := r.position(id)
+	if !known || r.life[b].refused {
+		return false
+	}
+	r.life[b].refused = true
+	r.SetEligible(id, false)
+	return true
+}
+
 // SetEligible marks a backend as able or unable to take new requests, on top
 // of its lifecycle state (an operator's switch; Drain is the lifecycle's).
 func (r *Router) SetEligible(id BackendID, ok bool) {
@@ -512,6 +527,10 @@ func (r *Router) Undispatch(id BackendID) {
 // cost that does not grow with the fleet.
 func (r *Router) OnStats(now time.Duration, st *gateway.Stats, out []Outcome) []Outcome {
 	b, ok := r.position(BackendID(st.Backend))
+	if ok && r.life[b].refused { // it answers again (see Refused)
+		r.life[b].refused = false
+		r.SetEligible(r.ids[b], true)
+	}
 	if st.Backend < 0 || !ok || st.Seq <= r.lastSeq[b] {
 		return out
 	}

@@ -21,9 +21,6 @@ type routerState struct {
 	// weights are the policy's weights after its last pick (with
 	// RecordDispatches, for a policy.WeightKeeper).
 	weights []policy.BackendWeight
-	// refused[b]: a connection to backend b was refused; it takes nothing
-	// from this router until its next stats arrive (nil until one is).
-	refused []bool
 }
 
 func (rs *routerState) waiting() int {
@@ -147,13 +144,7 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 		sub.Undispatch(id)
 	}
 	if step.Disable {
-		if rs.refused == nil {
-			rs.refused = make([]bool, len(s.backends))
-		}
-		if !rs.refused[b] {
-			rs.refused[b] = true
-			sub.SetEligible(id, false)
-		}
+		sub.Refused(id)
 	}
 	if a.done {
 		s.attempts.del(a.id)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/gateway"
-	"github.com/stargate-llm/stargate/router"
 )
 
 // arrival is a stats message's arrival at a region: when, and whose.
@@ -111,10 +110,6 @@ func (s *simulation) deliver(b, region int) {
 		latest = &local
 	}
 	for _, ri := range s.byRegion[region] {
-		if rs := s.routers[ri]; rs.refused != nil && rs.refused[b] {
-			rs.refused[b] = false // it answers again
-			rs.subs[p].SetEligible(router.BackendID(s.local[b]), true)
-		}
 		s.outcomes = s.routers[ri].subs[p].OnStats(s.now, latest, s.outcomes[:0])
 		s.applyOutcomes(p)
 		s.scheduleRouterTimer(ri)

@@ -189,7 +189,7 @@ func (s *Server) watchLocked(now time.Duration) {
 			continue
 		}
 		live[b.name] = true
-		w := watched{state: st.StateName, learned: st.LearnedLimit, refused: b.refused,
+		w := watched{state: st.StateName, learned: st.LearnedLimit, refused: st.Refused,
 			fallback: b.last.Signals != nil && !b.last.Signals.Hardware}
 		old, ok := c.seen[b.name]
 		c.seen[b.name] = w

@@ -357,9 +357,7 @@ func (s *Server) refusedConnection(b target, step rcore.Step) {
 	if step.Undispatch {
 		s.core.Undispatch(b.id)
 	}
-	if bk, ok := s.backends[b.id]; ok && step.Disable && !bk.static && !bk.refused {
-		bk.refused = true
-		s.core.SetEligible(b.id, false)
+	if bk, ok := s.backends[b.id]; ok && step.Disable && !bk.static && s.core.Refused(b.id) {
 		s.log.Warn("backend failed: connection refused", "backend", b.name)
 	}
 }

@@ -178,9 +178,6 @@ type backend struct {
 	boot       string
 	last       wire.Stats
 	lastSeen   time.Time
-	// refused: a connection to it was refused; it takes nothing until its
-	// next stats message.
-	refused bool
 	// inflight counts this router's requests at a static backend: with no
 	// gateway to send stats, the router writes its own (settleStatic).
 	inflight int
@@ -639,10 +636,6 @@ func (s *Server) register(m *wire.Stats, boot string) (status int, err error) {
 	if h := s.cfg.Hooks.Report; h != nil {
 		h(ReportEvent{At: b.lastSeen, Router: s.cfg.ID, Backend: m.Backend, Signals: m.Signals != nil, Hardware: m.Signals != nil && m.Signals.Hardware})
 	}
-	if b.refused {
-		b.refused = false
-		s.core.SetEligible(b.id, true)
-	}
 	s.outBuf = s.core.OnStats(now, s.coreStats(b.id, m), s.outBuf[:0])
 	s.deliver(s.outBuf)
 	return http.StatusOK, nil
@@ -878,7 +871,7 @@ func (s *Server) Backends() []BackendInfo {
 		out[i] = BackendInfo{Name: b.name, URL: b.url, Region: b.region, State: status[i].StateName, Static: b.static,
 			Weight: weights[i].Weight, Fallback: weights[i].Fallback || (b.last.Signals != nil && !b.last.Signals.Hardware),
 			Policy: weights[i], Pending: views[i].Pending, Queued: views[i].Queued, AgeS: time.Since(b.lastSeen).Seconds(),
-			Eligible: views[i].Eligible, Refused: b.refused, Status: status[i], Stats: b.last}
+			Eligible: views[i].Eligible, Refused: status[i].Refused, Status: status[i], Stats: b.last}
 	}
 	return out
 }
