@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stargate-llm/stargate/serve/httplimit"
 )
 
 // The HTTP/2 settings of routers' connections to the gateway.
@@ -69,6 +71,13 @@ func (s *h2cServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	closing := s.closing
 	if !closing && !s.started {
 		s.started = true
+		// The listener's limits (package httplimit) apply to every stream
+		// as to every HTTP/1.1 request: the streams are served through the
+		// same limited handler, with its body budget, header cap and
+		// timeouts.
+		if outer, lim, ok := httplimit.Limited(r); ok {
+			s.srv.Handler, s.srv.MaxHeaderBytes, s.srv.ReadHeaderTimeout = outer, lim.MaxHeaderBytes, lim.ReadHeaderTimeout
+		}
 		go func() { defer close(s.served); _ = s.srv.Serve(s.queue) }()
 	}
 	s.mu.Unlock()

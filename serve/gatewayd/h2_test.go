@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stargate-llm/stargate/serve/auth"
+	"github.com/stargate-llm/stargate/serve/httplimit"
 )
 
 // h2cClient speaks HTTP/2 without TLS (prior knowledge), as routers do.
@@ -149,5 +150,59 @@ func TestH2CShutdownDrains(t *testing.T) {
 			t.Fatalf("a new HTTP/2 connection after shutdown got %s; want it refused", resp.Status)
 		}
 		time.Sleep(20 * time.Millisecond) // Shutdown runs when Start's loops see ctx end
+	}
+}
+
+// TestH2CUnderTheListenersLimits: streams over h2c are served under the
+// limits of the listener that took their connection over, as HTTP/1.1
+// requests are: a body over the listener's memory budget is refused (413)
+// both ways, and one within it is served both ways.
+func TestH2CUnderTheListenersLimits(t *testing.T) {
+	eng := startEngine(t, "127.0.0.1:0", testKey)
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Engines, cfg.Key, cfg.FenceInterval, cfg.OpenDataPlane = "gw", []string{"http://" + eng.addr}, testKey, 20*time.Millisecond, true
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := httplimit.DefaultLimits()
+	lim.LargeBody, lim.MaxBodyMemory = 1<<10, 1<<20 // a body over 256 KiB costs more than the budget
+	served := make(chan error, 1)
+	go func() {
+		served <- httplimit.Serve(ctx, ln, g.Handler(), httplimit.Options{Limits: lim, Name: "gateway", ShutdownGrace: time.Second})
+	}()
+	t.Cleanup(func() { cancel(); <-served; g.Wait() })
+	url := "http://" + ln.Addr().String()
+	h2 := h2cClient()
+	defer h2.CloseIdleConnections()
+	small := `{"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`
+	big := `{"max_tokens":3,"messages":[{"role":"user","content":"` + strings.Repeat("word ", 100_000) + `"}]}`
+	for _, tc := range []struct {
+		name      string
+		client    *http.Client
+		wantMajor int
+	}{{"h2c", h2, 2}, {"http/1.1", http.DefaultClient, 1}} {
+		for _, c := range []struct {
+			body string
+			want int
+		}{{small, http.StatusOK}, {big, http.StatusRequestEntityTooLarge}} {
+			resp, err := postWith(context.Background(), tc.client, url, c.body)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.want || resp.ProtoMajor != tc.wantMajor {
+				t.Errorf("%s, a %d-byte body: %s over %s; want %d over HTTP/%d", tc.name, len(c.body), resp.Status, resp.Proto, c.want, tc.wantMajor)
+			}
+		}
 	}
 }

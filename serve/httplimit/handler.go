@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -23,7 +24,28 @@ type limited struct {
 	mem   *budget // nil: no byte budget
 }
 
+// takeoverKey is the context key under which a limited handler hands
+// itself to a request that may take its connection over.
+type takeoverKey struct{}
+
+// Limited returns the limited handler that served r and its limits, for r
+// of method PRI (HTTP/2's preface read as a request, which a gateway takes
+// over to serve h2c): the server that then reads the connection's streams
+// must serve them through it, under the same limits and body budget, or
+// they would go around every limit of the listener. ok is false when r did
+// not come through Handler.
+func Limited(r *http.Request) (h http.Handler, l Limits, ok bool) {
+	s, ok := r.Context().Value(takeoverKey{}).(*limited)
+	if !ok {
+		return nil, Limits{}, false
+	}
+	return s, s.lim, true
+}
+
 func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == "PRI" {
+		r = r.WithContext(context.WithValue(r.Context(), takeoverKey{}, s))
+	}
 	rc := http.NewResponseController(w)
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		if r.ContentLength < 0 || r.ContentLength > s.lim.LargeBody {
