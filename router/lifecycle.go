@@ -259,10 +259,10 @@ func (r *Router) OnResult(now time.Duration, id BackendID, res Result) {
 	switch res.Kind {
 	case Succeeded, Errored:
 		l.errs.Observe(now, res.Kind == Errored)
-		if !l.errTracked {
-			l.errTracked = true
+		if !l.errTracked && !l.overTracked {
 			r.errTracked++
 		}
+		l.errTracked = true
 		r.views[b].ErrorRate = l.errs.Rate(now)
 		if l.overTracked {
 			l.overloads.Observe(now, false)
@@ -270,6 +270,9 @@ func (r *Router) OnResult(now time.Duration, id BackendID, res Result) {
 		}
 	case Overloaded:
 		l.overloads.Observe(now, true)
+		if !l.errTracked && !l.overTracked {
+			r.errTracked++
+		}
 		l.overTracked = true
 		r.views[b].Overload = l.overloads.Rate(now)
 	case TooLong:
@@ -286,8 +289,9 @@ func (r *Router) OnResult(now time.Duration, id BackendID, res Result) {
 	}
 }
 
-// refreshErrors decays the error rates to now (nothing to do, and no scan
-// over the backends, while no result has been reported).
+// refreshErrors decays the error rates and overload shares to now (nothing
+// to do, and no scan over the backends, while no result has been
+// reported: r.errTracked counts the backends with either tracked).
 func (r *Router) refreshErrors(now time.Duration) {
 	if r.errTracked == 0 {
 		return

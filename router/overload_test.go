@@ -40,3 +40,16 @@ func TestOverloadShare(t *testing.T) {
 		t.Errorf("weights %d (quiet) and %d (refusing), want the refusing backend lower", ws[0].Weight, ws[1].Weight)
 	}
 }
+
+// TestOverloadShareFadesWithoutSuccess: a backend that has only refused
+// (at start, or in a burst over the whole fleet) sees its overload share
+// fade with time, although no answer ever succeeded.
+func TestOverloadShareFadesWithoutSuccess(t *testing.T) {
+	r := newRouterWith(t, "pressure", 2, Config{})
+	r.OnResult(0, 0, Result{Kind: Overloaded})
+	hit := r.Views()[0].Overload
+	r.Route(5*DefaultOverloadHalfLife, 1, Ask{Session: 7})
+	if later := r.Views()[0].Overload; hit <= 0 || later > hit/16 {
+		t.Errorf("overload share %v five half-lives after %v, want at most %v", later, hit, hit/16)
+	}
+}

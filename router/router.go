@@ -110,8 +110,9 @@ type Router struct {
 	lastSeq    []uint64
 	dispatched []uint64
 	life       []lifecycle
-	// errTracked counts the backends whose error rate is tracked
-	// (lifecycle.errTracked): with none, a pick refreshes no error rate.
+	// errTracked counts the backends whose error rate or overload share is
+	// tracked (lifecycle.errTracked, overTracked): with none, a pick
+	// refreshes neither.
 	errTracked int
 	pos        map[BackendID]int
 	byName     map[string]BackendID // Lookup's index
@@ -289,7 +290,7 @@ func (r *Router) Remove(now time.Duration, id BackendID, out []Outcome) ([]Outco
 	r.views = slices.Delete(r.views, p, p+1)
 	r.lastSeq = slices.Delete(r.lastSeq, p, p+1)
 	r.dispatched = slices.Delete(r.dispatched, p, p+1)
-	if r.life[p].errTracked {
+	if r.life[p].errTracked || r.life[p].overTracked {
 		r.errTracked--
 	}
 	r.life = slices.Delete(r.life, p, p+1)
