@@ -32,10 +32,20 @@ func (p EngineProbe) Serving() bool { return p.Reachable && p.Healthy && p.Model
 // that a caller that does not probe (the simulator without restarts) sees
 // the backend Ready throughout.
 type lifecycle struct {
-	notServing bool          // the last probe said the engine is not serving
+	notServing bool          // the engine is judged not serving
+	served     bool          // some probe found it serving
+	badLooks   int           // looks in a row that found it reachable but not serving
 	sawDown    bool          // some probe said so: a later start warms up
 	warmUntil  time.Duration // the warm-up after the engine came back ends
 }
+
+// EngineDownLooks is how many looks in a row must find an engine that
+// served reachable but not serving (health failing, no model listed, one
+// of the two probes timing out) before its backend goes Loading: one slow
+// answer from a busy engine is not a restart. An engine that answers
+// nothing at all (a crash, a restart) goes Loading at the first look, and
+// so does one that never served (loading its weights at start).
+const EngineDownLooks = 2
 
 // ObserveEngine hands the gateway one look at its engine. The backend is
 // Loading, which no router places on, while the engine is not serving and,
@@ -52,10 +62,16 @@ func (g *Gateway) ObserveEngine(now time.Duration, p EngineProbe, out []Request)
 	wasLoading := g.Loading(now)
 	switch serving := p.Serving(); {
 	case !serving:
-		lc.notServing, lc.sawDown = true, true
-	case lc.notServing:
-		lc.notServing = false
-		lc.warmUntil = now + g.cfg.WarmUp
+		lc.badLooks++
+		if !p.Reachable || !lc.served || lc.badLooks >= EngineDownLooks {
+			lc.notServing, lc.sawDown = true, true
+		}
+	default:
+		lc.served, lc.badLooks = true, 0
+		if lc.notServing {
+			lc.notServing = false
+			lc.warmUntil = now + g.cfg.WarmUp
+		}
 	}
 	if g.Loading(now) != wasLoading {
 		g.changed(now)

@@ -39,6 +39,18 @@ func TestLoadingLifecycle(t *testing.T) {
 			if st := g.TakeStats(0); stateOf(st) != telemetry.Ready {
 				t.Fatalf("first stats: state %v, want Ready", stateOf(st))
 			}
+			if tc.down.Reachable {
+				// One look at a busy engine is not a restart: Ready still.
+				g.ObserveEngine(500*time.Millisecond, tc.down, nil)
+				if g.Loading(500 * time.Millisecond) {
+					t.Fatalf("one look at a reachable engine not serving: Loading; want Ready until %d looks", EngineDownLooks)
+				}
+				g.ObserveEngine(600*time.Millisecond, serving, nil)
+				g.ObserveEngine(700*time.Millisecond, tc.down, nil) // the count starts again
+				if g.Loading(700 * time.Millisecond) {
+					t.Fatal("looks not in a row made the backend Loading")
+				}
+			}
 			g.ObserveEngine(time.Second, tc.down, nil)
 			if !g.Loading(time.Second) || g.NextStatsAt() > time.Second+g.cfg.StatsCoalesce {
 				t.Fatalf("engine down: loading %v, next stats at %v; want Loading, sent at once", g.Loading(time.Second), g.NextStatsAt())
