@@ -59,6 +59,28 @@ func newH2CServer(h http.Handler, log *slog.Logger) *h2cServer {
 	return &h2cServer{srv: srv, queue: newConnQueue(), served: make(chan struct{})}
 }
 
+// start starts the HTTP/2 server at the first connection it takes over,
+// r's, and reports whether the gateway takes connections (false once it is
+// shutting down). The listener's limits (package httplimit) apply to every
+// stream as to every HTTP/1.1 request: the streams are served through the
+// same limited handler that served r, with its body budget, header cap and
+// timeouts (the first listener's, where the gateway serves on two).
+func (s *h2cServer) start(r *http.Request) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	if !s.started {
+		s.started = true
+		if outer, lim, ok := httplimit.Limited(r); ok {
+			s.srv.Handler, s.srv.MaxHeaderBytes, s.srv.ReadHeaderTimeout = outer, lim.MaxHeaderBytes, lim.ReadHeaderTimeout
+		}
+		go func() { defer close(s.served); _ = s.srv.Serve(s.queue) }()
+	}
+	return true
+}
+
 // isH2CPreface says whether r is the first line of HTTP/2's client preface.
 func isH2CPreface(r *http.Request) bool {
 	return r.Method == "PRI" && r.RequestURI == "*" && r.ProtoMajor == 2 && r.ProtoMinor == 0 && len(r.Header) == 0
@@ -67,21 +89,7 @@ func isH2CPreface(r *http.Request) bool {
 // ServeHTTP takes over the connection of a "PRI *" request and hands it to
 // the HTTP/2 server.
 func (s *h2cServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	closing := s.closing
-	if !closing && !s.started {
-		s.started = true
-		// The listener's limits (package httplimit) apply to every stream
-		// as to every HTTP/1.1 request: the streams are served through the
-		// same limited handler, with its body budget, header cap and
-		// timeouts.
-		if outer, lim, ok := httplimit.Limited(r); ok {
-			s.srv.Handler, s.srv.MaxHeaderBytes, s.srv.ReadHeaderTimeout = outer, lim.MaxHeaderBytes, lim.ReadHeaderTimeout
-		}
-		go func() { defer close(s.served); _ = s.srv.Serve(s.queue) }()
-	}
-	s.mu.Unlock()
-	if closing {
+	if !s.start(r) {
 		http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
 		return
 	}

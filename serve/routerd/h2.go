@@ -21,6 +21,9 @@ const (
 	// h2RecheckAfter is how long a host that does not speak h2c is reached
 	// over HTTP/1.1 before it is asked again.
 	h2RecheckAfter = time.Minute
+	// h2UnreachableRetry is how long a host that could not be reached is
+	// reached over HTTP/1.1 before it is asked again.
+	h2UnreachableRetry = time.Second
 )
 
 // The start of HTTP/2's client preface and an empty SETTINGS frame: what a
@@ -61,11 +64,13 @@ type h2Host struct {
 	// requests to a gateway take no lock here (a lock they all passed
 	// would reorder them, and a gateway accepts signed requests only a
 	// little out of order).
-	yes   atomic.Bool
-	mu    sync.Mutex // held while asking the host
-	known bool       // asked, with this answer:
-	h2    bool
-	until time.Time // when a "no" is asked again
+	yes     atomic.Bool
+	mu      sync.Mutex // guards what follows; never held while asking
+	probing bool       // a request is asking the host now
+	known   bool       // asked, with this answer:
+	h2      bool
+	until   time.Time // when a "no" is asked again
+	retryAt time.Time // an unreachable host is not asked again before
 }
 
 func newGatewayTransport(plain http.RoundTripper, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *gatewayTransport {
@@ -95,7 +100,11 @@ func newBackendTransport(dial, dialTLS func(ctx context.Context, network, addr s
 // RoundTrip implements http.RoundTripper.
 func (t *gatewayTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme == "http" && req.Header.Get("Upgrade") == "" && t.speaksH2C(req.Context(), req.URL.Host) {
-		return t.h2.RoundTrip(req)
+		resp, err := t.h2.RoundTrip(req)
+		if err != nil && req.Context().Err() == nil {
+			t.forget(req.URL.Host) // ask again: the address may now serve HTTP/1.1 only
+		}
+		return resp, err
 	}
 	return t.plain.RoundTrip(req)
 }
@@ -103,9 +112,7 @@ func (t *gatewayTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // speaksH2C says whether addr takes h2c, asking it if not known (or a "no"
 // is old).
 func (t *gatewayTransport) speaksH2C(ctx context.Context, addr string) bool {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		addr = net.JoinHostPort(addr, "80")
-	}
+	addr = withPort(addr)
 	t.mu.RLock()
 	h, ok := t.hosts[addr]
 	t.mu.RUnlock()
@@ -113,25 +120,68 @@ func (t *gatewayTransport) speaksH2C(ctx context.Context, addr string) bool {
 		return true
 	}
 	if !ok {
-		t.mu.Lock()
-		if h, ok = t.hosts[addr]; !ok {
-			h = &h2Host{}
-			t.hosts[addr] = h
-		}
-		t.mu.Unlock()
+		h = t.host(addr)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.known && (h.h2 || t.now().Before(h.until)) {
-		return h.h2
+	if !h.startProbe(t.now()) {
+		return h.answer()
 	}
 	yes, err := t.probe(ctx, addr)
-	if err != nil {
-		return false // unreachable: not judged
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.probing = false
+	if err != nil { // unreachable: not judged, and not asked again at once
+		h.retryAt = t.now().Add(h2UnreachableRetry)
+		return h.known && h.h2
 	}
 	h.known, h.h2, h.until = true, yes, t.now().Add(h2RecheckAfter)
 	h.yes.Store(yes)
 	return yes
+}
+
+// startProbe reports whether the caller should ask the host now (and marks
+// it asked): not while another request asks it, while a "no" is fresh, or
+// soon after the host could not be reached. The others use the last answer
+// meanwhile (HTTP/1.1 before the first), so no request waits on a probe
+// but the one that makes it.
+func (h *h2Host) startProbe(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.probing || (h.known && (h.h2 || now.Before(h.until))) || now.Before(h.retryAt) {
+		return false
+	}
+	h.probing = true
+	return true
+}
+
+// answer is the last answer, false (HTTP/1.1) when none.
+func (h *h2Host) answer() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.known && h.h2
+}
+
+// forget drops what the transport knows of addr's HTTP/2, so that its next
+// request asks again.
+func (t *gatewayTransport) forget(addr string) {
+	addr = withPort(addr)
+	t.mu.RLock()
+	h, ok := t.hosts[addr]
+	t.mu.RUnlock()
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.known = false
+	h.yes.Store(false)
+}
+
+// withPort is addr with HTTP's default port when it names none.
+func withPort(addr string) string {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return net.JoinHostPort(addr, "80")
+	}
+	return addr
 }
 
 // probe opens a connection to addr, sends HTTP/2's preface and an empty
@@ -196,4 +246,16 @@ type countedConn struct {
 func (c *countedConn) Close() error {
 	c.once.Do(func() { c.open.Add(-1) })
 	return c.Conn.Close()
+}
+
+// host is addr's entry, made if there is none.
+func (t *gatewayTransport) host(addr string) *h2Host {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h, ok := t.hosts[addr]
+	if !ok {
+		h = &h2Host{}
+		t.hosts[addr] = h
+	}
+	return h
 }

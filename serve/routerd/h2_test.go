@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 // TestGatewayTransport: hosts that speak h2c get HTTP/2 on shared
@@ -102,6 +103,33 @@ func TestBackendTransportTLS(t *testing.T) {
 		tr.CloseIdleConnections()
 		if err != nil || string(b) != tc.want {
 			t.Errorf("ALPN %v: %q, %v; want %s", tc.alpn, b, err, tc.want)
+		}
+	}
+}
+
+// TestH2ProbeOnce: one request asks a host at a time; the others take the
+// last answer meanwhile; a fresh "no" and an unreachable host are not asked
+// again at once; a stale "no" is.
+func TestH2ProbeOnce(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	for _, tc := range []struct {
+		name string
+		h    *h2Host
+		want bool
+	}{
+		{"never asked", &h2Host{}, true},
+		{"asked by another request now", &h2Host{probing: true}, false},
+		{"a fresh no", &h2Host{known: true, until: now.Add(time.Second)}, false},
+		{"a stale no", &h2Host{known: true, until: now.Add(-time.Second)}, true},
+		{"a yes", &h2Host{known: true, h2: true}, false},
+		{"unreachable a moment ago", &h2Host{retryAt: now.Add(time.Second)}, false},
+		{"forgotten", &h2Host{until: now.Add(time.Hour)}, true},
+	} {
+		if got := tc.h.startProbe(now); got != tc.want {
+			t.Errorf("%s: ask %v, want %v", tc.name, got, tc.want)
+		}
+		if tc.want && !tc.h.probing {
+			t.Errorf("%s: asked without marking it", tc.name)
 		}
 	}
 }

@@ -109,10 +109,7 @@ func (s *Server) pickPool(tokens int, model string) string {
 		}
 	})
 	name := s.cfg.Pools[poolpick.Pick(s.pools.defs, tokens, model)].Name
-	s.mu.Lock()
-	ok := s.core != nil && s.core.PoolCanTake(name, model)
-	s.mu.Unlock()
-	if !ok {
+	if !s.poolCanTake(name, model) {
 		name = ""
 	}
 	if name == "" {
@@ -121,4 +118,11 @@ func (s *Server) pickPool(tokens int, model string) string {
 		s.pools.add(name)
 	}
 	return name
+}
+
+// poolCanTake is the core's PoolCanTake under the server's lock.
+func (s *Server) poolCanTake(pool, model string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.core != nil && s.core.PoolCanTake(pool, model)
 }
