@@ -91,3 +91,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// CloseIdleConnections closes the idle connections of the base transport,
+// if it keeps any, so that a service closing its client closes them through
+// the delay.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.Base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}

@@ -39,7 +39,9 @@ func TestEngineRestartLoading(t *testing.T) {
 	eng := startEngine(t, "127.0.0.1:0", testKey)
 	g, url := startGateway(t, "http://"+eng.addr, func(c *Config) {
 		c.ScrapeInterval = 20 * time.Millisecond
-		c.Admission.WarmUp = 400 * time.Millisecond
+		// Long enough that a test goroutine starved on a loaded machine
+		// still sees the warm-up under way.
+		c.Admission.WarmUp = 3 * time.Second
 	})
 	poll.Until(t, 5*time.Second, "the first report", func() bool { return stateNow(g) != 0 })
 	if g.Loading() || stateNow(g) != telemetry.Ready {
@@ -85,9 +87,8 @@ func TestEngineRestartLoading(t *testing.T) {
 }
 
 // TestEngineLoadingAtStart: a gateway started beside an engine still
-// loading its model reports Loading until it serves (no warm-up: the
-// load happened under the gateway's eyes, so the warm-up follows it) and
-// then Ready.
+// loading its model reports Loading until it serves, then through the
+// warm-up (the gateway saw the engine not serving), then Ready.
 func TestEngineLoadingAtStart(t *testing.T) {
 	cfg := engined.DefaultConfig()
 	cfg.Key, cfg.LoadTime = testKey, 3*time.Second
