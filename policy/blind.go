@@ -15,7 +15,12 @@ var (
 	_ ErrorBlind = (*PowerOfTwo)(nil)
 	_ ErrorBlind = (*WaW)(nil)
 	_ ErrorBlind = (*PulsarWaW)(nil)
+	_ ErrorBlind = (*Prefix)(nil)
 )
+
+// ErrorBlind implements ErrorBlind: the prefix index and pulsar-waw's
+// ranking, its fallback, read no error rate.
+func (*Prefix) ErrorBlind() {}
 
 // ErrorBlind implements ErrorBlind.
 func (*RoundRobin) ErrorBlind() {}
