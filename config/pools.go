@@ -33,9 +33,15 @@ func (f *Fleet) checkPools() error {
 			backends[b.Name] = true
 		}
 	}
+	return checkPoolSpecs(f.Pools, backends)
+}
+
+// checkPoolSpecs checks pools as checkPools does; with backends nil (a
+// router's --pools file, whose backends register later) any name goes.
+func checkPoolSpecs(pools []PoolFileSpec, backends map[string]bool) error {
 	var errs []error
 	names, member := map[string]bool{}, map[string]string{}
-	for i, p := range f.Pools {
+	for i, p := range pools {
 		if p.Name == "" || names[p.Name] {
 			errs = append(errs, fmt.Errorf("pools[%d]: name %q is empty or repeated", i, p.Name))
 		}
@@ -47,7 +53,7 @@ func (f *Fleet) checkPools() error {
 			errs = append(errs, fmt.Errorf("pool %q: list its backends by name", p.Name))
 		}
 		for _, b := range p.Backends {
-			if !backends[b] {
+			if backends != nil && !backends[b] {
 				known := mapKeys(backends)
 				if len(known) > 10 {
 					known = append(known[:10], "...")
@@ -64,4 +70,31 @@ func (f *Fleet) checkPools() error {
 		return fmt.Errorf("pools: %w", err)
 	}
 	return nil
+}
+
+// ParsePools decodes a file holding only a pools section's list (the
+// entries of a fleet file's pools), strictly, as a router's --pools flag
+// reads it: the backends are gateway ids, which register later, so they
+// are not checked against a fleet. what names the input in messages.
+func ParsePools(what string, data []byte) ([]PoolFileSpec, error) {
+	var pools []PoolFileSpec
+	if err := DecodeStrict(what, data, &pools); err != nil {
+		return nil, err
+	}
+	if len(pools) == 0 {
+		return nil, fmt.Errorf("%s: no pools: list them as a fleet file's pools section does (- name: short, max_tokens: 6144, backends: [gw-a])", what)
+	}
+	if err := checkPoolSpecs(pools, nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return pools, nil
+}
+
+// LoadPools reads a pools file (see ParsePools).
+func LoadPools(path string) ([]PoolFileSpec, error) {
+	data, err := readLimited(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading pools file: %w", err)
+	}
+	return ParsePools("pools file "+path, data)
 }

@@ -40,3 +40,28 @@ func TestPoolsSection(t *testing.T) {
 		}
 	}
 }
+
+// TestParsePools: a router's --pools file is a pools section's list alone;
+// every mistake is named, and backends are any gateway ids.
+func TestParsePools(t *testing.T) {
+	good := "- name: short\n  max_tokens: 6144\n  backends: [gw-a, gw-b]\n- name: long\n  max_tokens: 131072\n  models: [big]\n  backends: [gw-c]\n"
+	pools, err := ParsePools("test", []byte(good))
+	if err != nil || len(pools) != 2 || pools[1].Models[0] != "big" || len(pools[0].Backends) != 2 {
+		t.Fatalf("ParsePools(good) = %+v, %v", pools, err)
+	}
+	for _, tc := range []struct{ name, in, want string }{
+		{"empty", "", "empty"},
+		{"no pools", "[]\n", "no pools"},
+		{"unknown key", "- name: a\n  max_tokens: 1\n  backends: [x]\n  weight: 2\n", "weight"},
+		{"no name", "- max_tokens: 1\n  backends: [x]\n", "empty or repeated"},
+		{"repeated name", "- name: a\n  max_tokens: 1\n  backends: [x]\n- name: a\n  max_tokens: 2\n  backends: [y]\n", "empty or repeated"},
+		{"max_tokens 0", "- name: a\n  max_tokens: 0\n  backends: [x]\n", "max_tokens must be >= 1"},
+		{"no backends", "- name: a\n  max_tokens: 1\n", "list its backends"},
+		{"backend twice", "- name: a\n  max_tokens: 1\n  backends: [x]\n- name: b\n  max_tokens: 2\n  backends: [x]\n", "belongs to one pool"},
+		{"not a list", "name: a\n", "test"},
+	} {
+		if _, err := ParsePools("test", []byte(tc.in)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.want)
+		}
+	}
+}

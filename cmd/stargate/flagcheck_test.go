@@ -199,3 +199,25 @@ func TestHelpListsRegistries(t *testing.T) {
 		})
 	}
 }
+
+// TestRouterPoolsFile: a router's --pools file is read and checked before
+// the router starts: a missing file or a wrong pool is one line, exit 2.
+func TestRouterPoolsFile(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "pools.yaml")
+	if err := os.WriteFile(bad, []byte("- name: short\n  max_tokens: 0\n  backends: [gw-a]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		file string
+		want string
+	}{
+		{"missing file", filepath.Join(t.TempDir(), "none.yaml"), "reading pools file"},
+		{"max_tokens 0", bad, `pool "short": max_tokens must be >= 1`},
+	} {
+		code, stdout, stderr := runCLI(t, "router", "--listen", "127.0.0.1:0", "--pools", tc.file)
+		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 || stdout != "" {
+			t.Errorf("%s: exit %d, stderr %q, stdout %q; want 2 and one line naming %q", tc.name, code, stderr, stdout, tc.want)
+		}
+	}
+}

@@ -188,7 +188,7 @@ func newRouterCmd() *cobra.Command {
 	gcfg.ID = "local"
 	var listen, keyFile, apiKeys, pprofAddr, xdsListen, k8sService, k8sPort, kubeconfig, gatewayListen string
 	var backends []string
-	var pressureFile string
+	var pressureFile, poolsFile string
 	var verbose bool
 	var sec secureFlags
 	cmd := &cobra.Command{
@@ -216,6 +216,13 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 					return usageError{err}
 				}
 				cfg.Params.Pressure = &pp
+			}
+			if poolsFile != "" {
+				pools, err := config.LoadPools(poolsFile)
+				if err != nil {
+					return usageError{err}
+				}
+				cfg.Pools = routerPools(pools)
 			}
 			if err := loadKeys(keyFile, auth.RoleRouter, &cfg.Keys, &cfg.Key); err != nil {
 				return err
@@ -361,6 +368,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 	_ = f.MarkDeprecated("link", "the router-gateway link is now HTTP/2; use --http2 (or --http2=false for HTTP/1.1)")
 	f.StringVar(&cfg.ID, "id", cfg.ID, "this replica's name, sent to gateways")
 	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "placement policy ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
+	f.StringVar(&poolsFile, "pools", "", "YAML file of pools, as a fleet file's pools section lists them (name, max_tokens, models, backends by gateway id): each request is placed in the pool its model, then its length, picks (docs/live-fleet.md)")
 	f.StringVar(&pressureFile, "pressure", "", "YAML file of the pressure policy's scoring: weights, norm, projection, as a fleet file's pressure section holds them (docs/pressure.md)")
 	f.StringVar(&keyFile, "hmac-key-file", "", "file of HMAC keys, one \"ROLE KEY-ID SECRET\" line each (docs/security.md): checks gateways' stats and operators' calls, signs requests to gateways")
 	addSecureFlags(f, &sec, true)
