@@ -179,7 +179,13 @@ func TestH2CUnderTheListenersLimits(t *testing.T) {
 	go func() {
 		served <- httplimit.Serve(ctx, ln, g.Handler(), httplimit.Options{Limits: lim, Name: "gateway", ShutdownGrace: time.Second})
 	}()
-	t.Cleanup(func() { cancel(); <-served; g.Wait() })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+		g.Wait()
+	})
 	url := "http://" + ln.Addr().String()
 	h2 := h2cClient()
 	defer h2.CloseIdleConnections()
