@@ -3,7 +3,6 @@ package telemetry
 import (
 	"errors"
 	"fmt"
-	"math"
 )
 
 // Weights weigh the pressures in the score.
@@ -33,12 +32,24 @@ func DefaultWeights() Weights {
 	return w
 }
 
-// Validate reports a negative or non-finite weight.
+// The bounds of a weight other than 0. Within them the score's arithmetic
+// stays finite: eleven weights sum to at most 1.1e10, and a missing load
+// signal's weight handed to the smallest one scales it by at most 1.1e19;
+// beyond them (two weights of 1e308 summing to +Inf, 1e300 handed to
+// 1e-300) a score could be +Inf times 0, NaN. No useful setting is near
+// them: only the weights' ratios and the score's cap at 1 matter.
+const (
+	MinWeight = 1e-9
+	MaxWeight = 1e9
+)
+
+// Validate reports a weight that is not 0 or between MinWeight and
+// MaxWeight (negative, NaN, infinite, absurdly large or small).
 func (w Weights) Validate() error {
 	var errs []error
 	for s, v := range w {
-		if !(v >= 0) || math.IsInf(v, 0) {
-			errs = append(errs, fmt.Errorf("weight of %s must be a finite number >= 0, got %v", Signal(s), v))
+		if v != 0 && !(v >= MinWeight && v <= MaxWeight) {
+			errs = append(errs, fmt.Errorf("weight of %s must be 0 or between %g and %g, got %v", Signal(s), MinWeight, MaxWeight, v))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
