@@ -288,6 +288,7 @@ const (
 	ReasonReplay    = "replayed_sequence"
 	ReasonStale     = "signed_before_start"
 	ReasonBody      = "unreadable_body"
+	ReasonTooMany   = "too_many_boots"
 )
 
 // ErrRejected is wrapped by every verification failure.
@@ -332,6 +333,10 @@ type Verifier struct {
 type replay struct {
 	top  uint64
 	seen *seenBits // bit seq%replayWindow: seq was accepted (data plane only)
+	// newest is the latest timestamp (Unix ms) of a message accepted:
+	// once it is more than maxSkew old, every message of this boot is
+	// refused by its timestamp, and the pair may be forgotten.
+	newest int64
 }
 
 // replayWindow is how far out of order a data-plane request may arrive: as
@@ -354,7 +359,12 @@ const DefaultMaxSkew = 5 * time.Second
 // after the service starts, and retries.
 const StartSkew = 500 * time.Millisecond
 
-// maxTracked bounds the (sender, boot) pairs a Verifier remembers.
+// maxTracked bounds the (sender, boot) pairs a Verifier remembers. When
+// it is reached, pairs whose messages are all out of the timestamp window
+// are forgotten; if none is, a new pair is refused (ReasonTooMany) until
+// one is: forgetting a pair whose messages are still in the window would
+// let them be taken again (a holder of any key could sign that many boots
+// and then replay another role's captured call).
 const maxTracked = 1 << 16
 
 // NewVerifier accepts messages for audience self ("router/router-1"; see
@@ -459,8 +469,9 @@ func (v *Verifier) check(req *http.Request, body []byte, service, window bool, r
 	defer v.mu.Unlock()
 	r := v.last[id]
 	if r == nil {
-		if len(v.last) >= maxTracked {
-			clear(v.last) // a flood of boots; the timestamp window still bounds replays
+		if len(v.last) >= maxTracked && !v.forgetExpired() {
+			v.rejected[ReasonTooMany]++
+			return Message{}, fmt.Errorf("%w: %s: %d senders' boots signed within the last %v; retry later", ErrRejected, ReasonTooMany, len(v.last), v.maxSkew)
 		}
 		r = &replay{}
 		v.last[id] = r
@@ -469,8 +480,22 @@ func (v *Verifier) check(req *http.Request, body []byte, service, window bool, r
 		v.rejected[ReasonReplay]++
 		return Message{}, fmt.Errorf("%w: %s: sequence %d was seen or is too old (highest %d)", ErrRejected, ReasonReplay, seq, r.top)
 	}
+	r.newest = max(r.newest, ms)
 	v.accepted++
 	return Message{Sender: sender, Boot: boot, Seq: seq, KeyID: keyID, Role: key.Role, Audience: audience}, nil
+}
+
+// forgetExpired drops the pairs none of whose messages the timestamp
+// window still takes, and says whether there is room for another. v.mu is
+// held.
+func (v *Verifier) forgetExpired() bool {
+	oldest := v.now().Add(-v.maxSkew).UnixMilli()
+	for id, r := range v.last {
+		if r.newest < oldest {
+			delete(v.last, id)
+		}
+	}
+	return len(v.last) < maxTracked
 }
 
 // accept records seq if it is new: above the highest, or (window) one of
