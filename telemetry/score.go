@@ -120,10 +120,15 @@ type Projector struct {
 // DefaultProjector gives weights 1-100 that move in steps of at least 10.
 func DefaultProjector() Projector { return Projector{Max: 100, Min: 1, Hysteresis: 10} }
 
+// MaxLevel bounds a projector's Max: the pressure policy's weight is a
+// backend's capacity times its level, which must stay far inside int64
+// (capacity up to 9e12 at this level).
+const MaxLevel = 1_000_000
+
 // Validate reports what is wrong with the projector.
 func (p Projector) Validate() error {
-	if p.Min < 1 || p.Max < p.Min || p.Hysteresis < 0 || p.Hysteresis > p.Max {
-		return fmt.Errorf("telemetry projector: want 1 <= min <= max and 0 <= hysteresis <= max, got min %d max %d hysteresis %d", p.Min, p.Max, p.Hysteresis)
+	if p.Min < 1 || p.Max < p.Min || p.Max > MaxLevel || p.Hysteresis < 0 || p.Hysteresis > p.Max {
+		return fmt.Errorf("telemetry projector: want 1 <= min <= max <= %d and 0 <= hysteresis <= max, got min %d max %d hysteresis %d", MaxLevel, p.Min, p.Max, p.Hysteresis)
 	}
 	return nil
 }

@@ -55,3 +55,19 @@ func TestSecurityWeightsWhoseSumOverflows(t *testing.T) {
 		})
 	}
 }
+
+// TestSecurityProjectorMaxBounded: a projection max of 2^63-1 was accepted,
+// and the pressure policy's weight, capacity times that level, overflowed
+// int64 (25 x 9.19e18 read as 8.39e18: any ordering of backends, or a
+// negative weight). Validate must refuse a max beyond MaxLevel.
+func TestSecurityProjectorMaxBounded(t *testing.T) {
+	for _, tt := range []struct {
+		max int
+		ok  bool
+	}{{100, true}, {1_000_000, true}, {1_000_001, false}, {math.MaxInt64, false}} {
+		err := Projector{Max: tt.max, Min: 1, Hysteresis: 0}.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("max %d: Validate() = %v, want ok %v", tt.max, err, tt.ok)
+		}
+	}
+}
