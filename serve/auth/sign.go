@@ -401,6 +401,11 @@ func (v *Verifier) VerifyService(req *http.Request, limit int64, roles ...Role) 
 }
 
 func (v *Verifier) verify(req *http.Request, limit int64, service bool, roles []Role) ([]byte, Message, error) {
+	// The headers first: a request that cannot be valid is refused before
+	// its body (up to limit bytes) is read and held.
+	if _, _, err := v.headers(req, service, roles); err != nil {
+		return nil, Message{}, err
+	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
 	if err != nil || int64(len(body)) > limit {
 		return nil, Message{}, v.reject(ReasonBody, fmt.Sprintf("body unreadable or over %d bytes", limit))
@@ -422,41 +427,83 @@ func (v *Verifier) Check(req *http.Request, body []byte, roles ...Role) (Message
 // Signed reports whether req carries a signature at all.
 func Signed(req *http.Request) bool { return req.Header.Get(HeaderSignature) != "" }
 
-func (v *Verifier) check(req *http.Request, body []byte, service, window bool, roles []Role) (Message, error) {
+// Plausible reports whether req's signature headers could be valid for a
+// call taking one of roles (everything but the signature itself and the
+// sequence, which need the body): a caller waits for the body of such a
+// request only (see RouterSignatures.NeedsBody). It counts no rejection.
+func (v *Verifier) Plausible(req *http.Request, roles ...Role) bool {
+	_, _, err := v.precheck(req, false, roles)
+	return err == nil
+}
+
+// headers is precheck counting its rejection.
+func (v *Verifier) headers(req *http.Request, service bool, roles []Role) (Key, int64, error) {
+	key, ms, err := v.precheck(req, service, roles)
+	if err != nil {
+		var r *rejection
+		if errors.As(err, &r) {
+			return Key{}, 0, v.reject(r.reason, r.detail)
+		}
+		return Key{}, 0, err
+	}
+	return key, ms, nil
+}
+
+// rejection is a reason and its detail, not yet counted.
+type rejection struct{ reason, detail string }
+
+func (r *rejection) Error() string { return r.reason + ": " + r.detail }
+
+// precheck checks what of a signed request needs no body: version, the
+// headers' presence and size, the key, its role, the audience, and the
+// timestamp's window. It returns the key and the timestamp (Unix ms).
+func (v *Verifier) precheck(req *http.Request, service bool, roles []Role) (Key, int64, error) {
 	h := req.Header
 	version, keyID, sender, audience, boot, seqText, ts, sig := h.Get(HeaderVersion), h.Get(HeaderKeyID), h.Get(HeaderSender),
 		h.Get(HeaderAudience), h.Get(HeaderBoot), h.Get(HeaderSeq), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
 	if version != Version {
-		return Message{}, v.reject(ReasonVersion, fmt.Sprintf("signature version %.8q; this service takes version %s (upgrade the sender)", version, Version))
+		return Key{}, 0, &rejection{ReasonVersion, fmt.Sprintf("signature version %.8q; this service takes version %s (upgrade the sender)", version, Version)}
 	}
 	if keyID == "" || sender == "" || audience == "" || boot == "" || seqText == "" || ts == "" || sig == "" {
-		return Message{}, v.reject(ReasonMissing, "a signature header is missing")
+		return Key{}, 0, &rejection{ReasonMissing, "a signature header is missing"}
 	}
 	if len(sender) > 128 || len(boot) > 32 {
-		return Message{}, v.reject(ReasonMissing, "sender or boot header too long")
+		return Key{}, 0, &rejection{ReasonMissing, "sender or boot header too long"}
 	}
 	key, ok := v.keys[keyID]
 	if !ok {
-		return Message{}, v.reject(ReasonUnknownID, fmt.Sprintf("key id %.64q is not configured here", keyID))
+		return Key{}, 0, &rejection{ReasonUnknownID, fmt.Sprintf("key id %.64q is not configured here", keyID)}
 	}
 	if key.Role != RoleAny && !slices.Contains(roles, key.Role) {
-		return Message{}, v.reject(ReasonRole, fmt.Sprintf("key %q is a %s key; this call takes %v", keyID, key.Role, roles))
+		return Key{}, 0, &rejection{ReasonRole, fmt.Sprintf("key %q is a %s key; this call takes %v", keyID, key.Role, roles)}
 	}
 	if audience != v.self && (!service || audience != v.service) {
-		return Message{}, v.reject(ReasonAudience, fmt.Sprintf("signed for %.80q, this is %q", audience, v.self))
-	}
-	got, err := hex.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, mac(key.Secret, req.Method, req.URL.Path, keyID, string(key.Role), sender, audience, boot, seqText, ts, body)) {
-		return Message{}, v.reject(ReasonSignature, "signature does not match (wrong key?)")
+		return Key{}, 0, &rejection{ReasonAudience, fmt.Sprintf("signed for %.80q, this is %q", audience, v.self)}
 	}
 	seq, err1 := strconv.ParseUint(seqText, 10, 64)
 	ms, err2 := strconv.ParseInt(ts, 10, 64)
 	if err1 != nil || err2 != nil || seq == 0 {
-		return Message{}, v.reject(ReasonMissing, "sequence or timestamp is not a number")
+		return Key{}, 0, &rejection{ReasonMissing, "sequence or timestamp is not a number"}
 	}
 	if skew := v.now().Sub(time.UnixMilli(ms)); skew > v.maxSkew || skew < -v.maxSkew {
-		return Message{}, v.reject(ReasonSkew, fmt.Sprintf("timestamp is %v away from this clock (limit %v); check the clocks", skew.Round(time.Millisecond), v.maxSkew))
+		return Key{}, 0, &rejection{ReasonSkew, fmt.Sprintf("timestamp is %v away from this clock (limit %v); check the clocks", skew.Round(time.Millisecond), v.maxSkew)}
 	}
+	return key, ms, nil
+}
+
+func (v *Verifier) check(req *http.Request, body []byte, service, window bool, roles []Role) (Message, error) {
+	key, ms, err := v.headers(req, service, roles)
+	if err != nil {
+		return Message{}, err
+	}
+	h := req.Header
+	keyID, sender, audience, boot, seqText, ts, sig := h.Get(HeaderKeyID), h.Get(HeaderSender),
+		h.Get(HeaderAudience), h.Get(HeaderBoot), h.Get(HeaderSeq), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
+	got, err := hex.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, mac(key.Secret, req.Method, req.URL.Path, keyID, string(key.Role), sender, audience, boot, seqText, ts, body)) {
+		return Message{}, v.reject(ReasonSignature, "signature does not match (wrong key?)")
+	}
+	seq, _ := strconv.ParseUint(seqText, 10, 64) // a number: precheck
 	// A control-plane message from before this verifier began may have
 	// been seen by the process before it: refuse it rather than forget.
 	// Data-plane requests (window) are not checked: see docs/security.md.
