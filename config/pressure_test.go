@@ -57,7 +57,7 @@ func TestFleetPressureSection(t *testing.T) {
 
 	bad := []struct{ section, want string }{
 		{"pressure: {weights: {queu: 1}}", `unknown signal "queu"`},
-		{"pressure: {weights: {queue: -1}}", "weight of queue must be a finite number >= 0"},
+		{"pressure: {weights: {queue: -1}}", "weight of queue must be 0 or between"},
 		{"pressure: {norm: {ttft_ful: 1s}}", `unknown field "ttft_ful"`},
 		{"pressure: {norm: {queue_full: 0}}", "queue_full must be a finite number > 0"},
 		{"pressure: {norm: {overload_full: 2}}", "overload_full must be in (0,1]"},

@@ -3,7 +3,6 @@ package telemetry
 import (
 	"errors"
 	"fmt"
-	"math"
 )
 
 // Weights weigh the pressures in the score.
@@ -33,12 +32,24 @@ func DefaultWeights() Weights {
 	return w
 }
 
-// Validate reports a negative or non-finite weight.
+// The bounds of a weight other than 0. Within them the score's arithmetic
+// stays finite: eleven weights sum to at most 1.1e10, and a missing load
+// signal's weight handed to the smallest one scales it by at most 1.1e19;
+// beyond them (two weights of 1e308 summing to +Inf, 1e300 handed to
+// 1e-300) a score could be +Inf times 0, NaN. No useful setting is near
+// them: only the weights' ratios and the score's cap at 1 matter.
+const (
+	MinWeight = 1e-9
+	MaxWeight = 1e9
+)
+
+// Validate reports a weight that is not 0 or between MinWeight and
+// MaxWeight (negative, NaN, infinite, absurdly large or small).
 func (w Weights) Validate() error {
 	var errs []error
 	for s, v := range w {
-		if !(v >= 0) || math.IsInf(v, 0) {
-			errs = append(errs, fmt.Errorf("weight of %s must be a finite number >= 0, got %v", Signal(s), v))
+		if v != 0 && !(v >= MinWeight && v <= MaxWeight) {
+			errs = append(errs, fmt.Errorf("weight of %s must be 0 or between %g and %g, got %v", Signal(s), MinWeight, MaxWeight, v))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -109,10 +120,15 @@ type Projector struct {
 // DefaultProjector gives weights 1-100 that move in steps of at least 10.
 func DefaultProjector() Projector { return Projector{Max: 100, Min: 1, Hysteresis: 10} }
 
+// MaxLevel bounds a projector's Max: the pressure policy's weight is a
+// backend's capacity times its level, which must stay far inside int64
+// (capacity up to 9e12 at this level).
+const MaxLevel = 1_000_000
+
 // Validate reports what is wrong with the projector.
 func (p Projector) Validate() error {
-	if p.Min < 1 || p.Max < p.Min || p.Hysteresis < 0 || p.Hysteresis > p.Max {
-		return fmt.Errorf("telemetry projector: want 1 <= min <= max and 0 <= hysteresis <= max, got min %d max %d hysteresis %d", p.Min, p.Max, p.Hysteresis)
+	if p.Min < 1 || p.Max < p.Min || p.Max > MaxLevel || p.Hysteresis < 0 || p.Hysteresis > p.Max {
+		return fmt.Errorf("telemetry projector: want 1 <= min <= max <= %d and 0 <= hysteresis <= max, got min %d max %d hysteresis %d", MaxLevel, p.Min, p.Max, p.Hysteresis)
 	}
 	return nil
 }

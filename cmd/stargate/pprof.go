@@ -28,6 +28,10 @@ func startPprof(ctx context.Context, addr string, errw io.Writer, cfg *tls.Confi
 	if err != nil {
 		return usagef("--pprof %q: %v", addr, err)
 	}
+	if err := pprofReach(ln.Addr(), cfg); err != nil {
+		_ = ln.Close()
+		return usagef("--pprof %q: %v", addr, err)
+	}
 	scheme := "http"
 	if cfg != nil {
 		ln, scheme = tls.NewListener(ln, cfg), "https"
@@ -50,4 +54,17 @@ func startPprof(ctx context.Context, addr string, errw io.Writer, cfg *tls.Confi
 	}()
 	fmt.Fprintf(errw, "pprof on %s://%s/debug/pprof/\n", scheme, ln.Addr())
 	return nil
+}
+
+// pprofReach refuses a profile listener other machines can reach unless it
+// requires client certificates: profiles show the process's arguments and
+// memory, and a CPU profile or trace costs the service while it runs.
+func pprofReach(a net.Addr, cfg *tls.Config) error {
+	if tcp, ok := a.(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+		return nil
+	}
+	if cfg != nil && cfg.ClientAuth == tls.RequireAndVerifyClientCert {
+		return nil
+	}
+	return fmt.Errorf("listening on %s serves profiles to anyone who reaches it; bind it to loopback (127.0.0.1:6060) or give --client-ca-file (operators' certificates)", a)
 }

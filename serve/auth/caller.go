@@ -63,5 +63,9 @@ func (a RouterSignatures) Authenticate(r *http.Request, body []byte) (Caller, bo
 	return Caller{Kind: CallerRouter, Name: msg.Sender}, true
 }
 
-// NeedsBody is true for a signed request.
-func (a RouterSignatures) NeedsBody(r *http.Request) bool { return Signed(r) }
+// NeedsBody is true for a signed request whose headers could be valid
+// (Verifier.Plausible): one that cannot be is refused without its body
+// being read.
+func (a RouterSignatures) NeedsBody(r *http.Request) bool {
+	return Signed(r) && a.V.Plausible(r, RoleRouter)
+}

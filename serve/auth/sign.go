@@ -288,6 +288,7 @@ const (
 	ReasonReplay    = "replayed_sequence"
 	ReasonStale     = "signed_before_start"
 	ReasonBody      = "unreadable_body"
+	ReasonTooMany   = "too_many_boots"
 )
 
 // ErrRejected is wrapped by every verification failure.
@@ -332,6 +333,10 @@ type Verifier struct {
 type replay struct {
 	top  uint64
 	seen *seenBits // bit seq%replayWindow: seq was accepted (data plane only)
+	// newest is the latest timestamp (Unix ms) of a message accepted:
+	// once it is more than maxSkew old, every message of this boot is
+	// refused by its timestamp, and the pair may be forgotten.
+	newest int64
 }
 
 // replayWindow is how far out of order a data-plane request may arrive: as
@@ -354,7 +359,12 @@ const DefaultMaxSkew = 5 * time.Second
 // after the service starts, and retries.
 const StartSkew = 500 * time.Millisecond
 
-// maxTracked bounds the (sender, boot) pairs a Verifier remembers.
+// maxTracked bounds the (sender, boot) pairs a Verifier remembers. When
+// it is reached, pairs whose messages are all out of the timestamp window
+// are forgotten; if none is, a new pair is refused (ReasonTooMany) until
+// one is: forgetting a pair whose messages are still in the window would
+// let them be taken again (a holder of any key could sign that many boots
+// and then replay another role's captured call).
 const maxTracked = 1 << 16
 
 // NewVerifier accepts messages for audience self ("router/router-1"; see
@@ -391,6 +401,11 @@ func (v *Verifier) VerifyService(req *http.Request, limit int64, roles ...Role) 
 }
 
 func (v *Verifier) verify(req *http.Request, limit int64, service bool, roles []Role) ([]byte, Message, error) {
+	// The headers first: a request that cannot be valid is refused before
+	// its body (up to limit bytes) is read and held.
+	if _, _, err := v.headers(req, service, roles); err != nil {
+		return nil, Message{}, err
+	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
 	if err != nil || int64(len(body)) > limit {
 		return nil, Message{}, v.reject(ReasonBody, fmt.Sprintf("body unreadable or over %d bytes", limit))
@@ -412,41 +427,83 @@ func (v *Verifier) Check(req *http.Request, body []byte, roles ...Role) (Message
 // Signed reports whether req carries a signature at all.
 func Signed(req *http.Request) bool { return req.Header.Get(HeaderSignature) != "" }
 
-func (v *Verifier) check(req *http.Request, body []byte, service, window bool, roles []Role) (Message, error) {
+// Plausible reports whether req's signature headers could be valid for a
+// call taking one of roles (everything but the signature itself and the
+// sequence, which need the body): a caller waits for the body of such a
+// request only (see RouterSignatures.NeedsBody). It counts no rejection.
+func (v *Verifier) Plausible(req *http.Request, roles ...Role) bool {
+	_, _, err := v.precheck(req, false, roles)
+	return err == nil
+}
+
+// headers is precheck counting its rejection.
+func (v *Verifier) headers(req *http.Request, service bool, roles []Role) (Key, int64, error) {
+	key, ms, err := v.precheck(req, service, roles)
+	if err != nil {
+		var r *rejection
+		if errors.As(err, &r) {
+			return Key{}, 0, v.reject(r.reason, r.detail)
+		}
+		return Key{}, 0, err
+	}
+	return key, ms, nil
+}
+
+// rejection is a reason and its detail, not yet counted.
+type rejection struct{ reason, detail string }
+
+func (r *rejection) Error() string { return r.reason + ": " + r.detail }
+
+// precheck checks what of a signed request needs no body: version, the
+// headers' presence and size, the key, its role, the audience, and the
+// timestamp's window. It returns the key and the timestamp (Unix ms).
+func (v *Verifier) precheck(req *http.Request, service bool, roles []Role) (Key, int64, error) {
 	h := req.Header
 	version, keyID, sender, audience, boot, seqText, ts, sig := h.Get(HeaderVersion), h.Get(HeaderKeyID), h.Get(HeaderSender),
 		h.Get(HeaderAudience), h.Get(HeaderBoot), h.Get(HeaderSeq), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
 	if version != Version {
-		return Message{}, v.reject(ReasonVersion, fmt.Sprintf("signature version %.8q; this service takes version %s (upgrade the sender)", version, Version))
+		return Key{}, 0, &rejection{ReasonVersion, fmt.Sprintf("signature version %.8q; this service takes version %s (upgrade the sender)", version, Version)}
 	}
 	if keyID == "" || sender == "" || audience == "" || boot == "" || seqText == "" || ts == "" || sig == "" {
-		return Message{}, v.reject(ReasonMissing, "a signature header is missing")
+		return Key{}, 0, &rejection{ReasonMissing, "a signature header is missing"}
 	}
 	if len(sender) > 128 || len(boot) > 32 {
-		return Message{}, v.reject(ReasonMissing, "sender or boot header too long")
+		return Key{}, 0, &rejection{ReasonMissing, "sender or boot header too long"}
 	}
 	key, ok := v.keys[keyID]
 	if !ok {
-		return Message{}, v.reject(ReasonUnknownID, fmt.Sprintf("key id %.64q is not configured here", keyID))
+		return Key{}, 0, &rejection{ReasonUnknownID, fmt.Sprintf("key id %.64q is not configured here", keyID)}
 	}
 	if key.Role != RoleAny && !slices.Contains(roles, key.Role) {
-		return Message{}, v.reject(ReasonRole, fmt.Sprintf("key %q is a %s key; this call takes %v", keyID, key.Role, roles))
+		return Key{}, 0, &rejection{ReasonRole, fmt.Sprintf("key %q is a %s key; this call takes %v", keyID, key.Role, roles)}
 	}
 	if audience != v.self && (!service || audience != v.service) {
-		return Message{}, v.reject(ReasonAudience, fmt.Sprintf("signed for %.80q, this is %q", audience, v.self))
-	}
-	got, err := hex.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, mac(key.Secret, req.Method, req.URL.Path, keyID, string(key.Role), sender, audience, boot, seqText, ts, body)) {
-		return Message{}, v.reject(ReasonSignature, "signature does not match (wrong key?)")
+		return Key{}, 0, &rejection{ReasonAudience, fmt.Sprintf("signed for %.80q, this is %q", audience, v.self)}
 	}
 	seq, err1 := strconv.ParseUint(seqText, 10, 64)
 	ms, err2 := strconv.ParseInt(ts, 10, 64)
 	if err1 != nil || err2 != nil || seq == 0 {
-		return Message{}, v.reject(ReasonMissing, "sequence or timestamp is not a number")
+		return Key{}, 0, &rejection{ReasonMissing, "sequence or timestamp is not a number"}
 	}
 	if skew := v.now().Sub(time.UnixMilli(ms)); skew > v.maxSkew || skew < -v.maxSkew {
-		return Message{}, v.reject(ReasonSkew, fmt.Sprintf("timestamp is %v away from this clock (limit %v); check the clocks", skew.Round(time.Millisecond), v.maxSkew))
+		return Key{}, 0, &rejection{ReasonSkew, fmt.Sprintf("timestamp is %v away from this clock (limit %v); check the clocks", skew.Round(time.Millisecond), v.maxSkew)}
 	}
+	return key, ms, nil
+}
+
+func (v *Verifier) check(req *http.Request, body []byte, service, window bool, roles []Role) (Message, error) {
+	key, ms, err := v.headers(req, service, roles)
+	if err != nil {
+		return Message{}, err
+	}
+	h := req.Header
+	keyID, sender, audience, boot, seqText, ts, sig := h.Get(HeaderKeyID), h.Get(HeaderSender),
+		h.Get(HeaderAudience), h.Get(HeaderBoot), h.Get(HeaderSeq), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
+	got, err := hex.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, mac(key.Secret, req.Method, req.URL.Path, keyID, string(key.Role), sender, audience, boot, seqText, ts, body)) {
+		return Message{}, v.reject(ReasonSignature, "signature does not match (wrong key?)")
+	}
+	seq, _ := strconv.ParseUint(seqText, 10, 64) // a number: precheck
 	// A control-plane message from before this verifier began may have
 	// been seen by the process before it: refuse it rather than forget.
 	// Data-plane requests (window) are not checked: see docs/security.md.
@@ -459,8 +516,9 @@ func (v *Verifier) check(req *http.Request, body []byte, service, window bool, r
 	defer v.mu.Unlock()
 	r := v.last[id]
 	if r == nil {
-		if len(v.last) >= maxTracked {
-			clear(v.last) // a flood of boots; the timestamp window still bounds replays
+		if len(v.last) >= maxTracked && !v.forgetExpired() {
+			v.rejected[ReasonTooMany]++
+			return Message{}, fmt.Errorf("%w: %s: %d senders' boots signed within the last %v; retry later", ErrRejected, ReasonTooMany, len(v.last), v.maxSkew)
 		}
 		r = &replay{}
 		v.last[id] = r
@@ -469,8 +527,22 @@ func (v *Verifier) check(req *http.Request, body []byte, service, window bool, r
 		v.rejected[ReasonReplay]++
 		return Message{}, fmt.Errorf("%w: %s: sequence %d was seen or is too old (highest %d)", ErrRejected, ReasonReplay, seq, r.top)
 	}
+	r.newest = max(r.newest, ms)
 	v.accepted++
 	return Message{Sender: sender, Boot: boot, Seq: seq, KeyID: keyID, Role: key.Role, Audience: audience}, nil
+}
+
+// forgetExpired drops the pairs none of whose messages the timestamp
+// window still takes, and says whether there is room for another. v.mu is
+// held.
+func (v *Verifier) forgetExpired() bool {
+	oldest := v.now().Add(-v.maxSkew).UnixMilli()
+	for id, r := range v.last {
+		if r.newest < oldest {
+			delete(v.last, id)
+		}
+	}
+	return len(v.last) < maxTracked
 }
 
 // accept records seq if it is new: above the highest, or (window) one of
