@@ -153,6 +153,9 @@ type Config struct {
 	Faults []Fault
 	// RecordDispatches keeps every dispatch in the result.
 	RecordDispatches bool
+	// RecordSignals keeps every telemetry report of every backend in the
+	// result (Result.Signals), as its gateway assembled it.
+	RecordSignals bool
 }
 
 // Telemetry configures the signals of the simulation.

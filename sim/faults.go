@@ -39,6 +39,15 @@ const (
 	// step costs 1/clock as much. Temperature moves first, then the clock
 	// and the step cost together, then queues and TTFT.
 	FaultThermal FaultKind = "thermal"
+	// FaultPCIe: PCIe contention on the backend's host (the Solyx AI Grid
+	// paper's stress-ng PCIe stress): a stressor's traffic takes a share of
+	// every GPU's PCIe link that grows linearly over Ramp to Share, and
+	// every engine step costs 1 + (Slowdown - 1) x the same ramp (the
+	// host-device copies of each step wait for the link). The PCIe
+	// throughput fields of the mock DCGM exporter rise with the stressor's
+	// traffic at once; the step cost, then queues and TTFT, follow. Neither
+	// temperature nor clock moves.
+	FaultPCIe FaultKind = "pcie"
 	// FaultExporter: the backend's DCGM exporter dies; its reports carry no
 	// hardware signals.
 	FaultExporter FaultKind = "exporter"
@@ -64,8 +73,10 @@ type Fault struct {
 	Limit       int           // limit
 	RTT, Jitter time.Duration // path
 	PeakC       float64       // thermal
-	Ramp        time.Duration // thermal
+	Ramp        time.Duration // thermal, pcie
 	MinClock    float64       // thermal
+	Share       float64       // pcie
+	Slowdown    float64       // pcie
 	Every       time.Duration // burst
 	Count       int           // burst
 }
@@ -109,12 +120,16 @@ func (f *Fault) validate(backends int) error {
 		if !(f.PeakC > 0) || f.Ramp <= 0 || !(f.MinClock > 0 && f.MinClock <= 1) || math.IsInf(f.PeakC, 0) {
 			errs = append(errs, fmt.Errorf("want peak_c > 0, ramp > 0 and min_clock in (0,1], got %v, %v and %v", f.PeakC, f.Ramp, f.MinClock))
 		}
+	case FaultPCIe:
+		if f.Ramp <= 0 || !(f.Share > 0 && f.Share <= 1) || !(f.Slowdown >= 1) || math.IsInf(f.Slowdown, 0) {
+			errs = append(errs, fmt.Errorf("want ramp > 0, share in (0,1] and a finite slowdown >= 1, got %v, %v and %v", f.Ramp, f.Share, f.Slowdown))
+		}
 	case FaultBurst:
 		if f.Count < 1 || f.Count > 100_000 || f.Every < 0 {
 			errs = append(errs, fmt.Errorf("want 1 <= count <= 100000 and every >= 0, got %d and %v", f.Count, f.Every))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("unknown fault kind %q (kill, hang, errors, limit, path, thermal, exporter, restart, burst)", f.Kind))
+		errs = append(errs, fmt.Errorf("unknown fault kind %q (kill, hang, errors, limit, path, thermal, pcie, exporter, restart, burst)", f.Kind))
 	}
 	return errors.Join(errs...)
 }
@@ -132,6 +147,7 @@ type faultState struct {
 	pathRTT      time.Duration
 	pathJitter   time.Duration
 	thermal      *Fault
+	pcie         *Fault
 	exporterDead bool
 }
 
@@ -147,6 +163,16 @@ func thermalAt(f *Fault, now time.Duration) (heatC, clock float64) {
 		clock = 1 - (1-f.MinClock)*(x-0.5)/0.5
 	}
 	return heatC, clock
+}
+
+// pcieAt is the PCIe fault's link share taken by the stressor and step
+// cost factor at now.
+func pcieAt(f *Fault, now time.Duration) (share, slowdown float64) {
+	if f == nil || !f.active(now) {
+		return 0, 1
+	}
+	x := min(float64(now-f.At)/float64(f.Ramp), 1)
+	return f.Share * x, 1 + (f.Slowdown-1)*x
 }
 
 // restart applies restart fault i at its start (the engine dies: what it

@@ -7,6 +7,7 @@ import (
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/router"
+	"github.com/stargate-llm/stargate/telemetry"
 )
 
 // Result is what one run measured.
@@ -23,6 +24,9 @@ type Result struct {
 	Dispatches []Dispatch `json:",omitempty"`
 	// Marks are notable instants of a run with telemetry or faults.
 	Marks []Mark `json:",omitempty"`
+	// Signals holds every backend's telemetry reports, in time order, when
+	// Config.RecordSignals is set.
+	Signals []SignalSample `json:",omitempty"`
 	// Routers is each router's view of the backends at the end of a run
 	// with telemetry.
 	Routers []RouterEnd `json:",omitempty"`
@@ -69,6 +73,13 @@ type Dispatch struct {
 	// Misroute: the backend could not serve it when it was sent (killed,
 	// hung, or the request exceeded its context limit).
 	Misroute bool `json:"misroute"`
+}
+
+// SignalSample is one backend's telemetry report (its At is when the
+// gateway assembled it).
+type SignalSample struct {
+	Backend int               `json:"backend"`
+	Signals telemetry.Signals `json:"signals"`
 }
 
 // Mark is a notable instant: a fault starting or ending ("fault:kill",
@@ -192,7 +203,7 @@ func (s *simulation) result() *Result {
 		res.Unfinished = s.coll.UnfinishedRecords()
 	}
 	s.src.report(s, res, fleet)
-	res.Dispatches, res.Marks = s.dispatches, s.marks
+	res.Dispatches, res.Marks, res.Signals = s.dispatches, s.marks, s.samples
 	if s.track {
 		for _, rs := range s.routers {
 			end := RouterEnd{Backends: rs.r.Backends(s.end)}

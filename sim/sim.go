@@ -103,6 +103,7 @@ type simulation struct {
 	faultRng   *rand.Rand
 	dispatches []Dispatch
 	marks      []Mark
+	samples    []SignalSample
 
 	engineOut []engine.Event
 	admitted  []gateway.Request

@@ -93,6 +93,8 @@ func (s *simulation) applyFault(i int, ending bool) {
 				st.pathJitter += g.Jitter
 			case FaultThermal:
 				st.thermal = g
+			case FaultPCIe:
+				st.pcie = g
 			case FaultExporter:
 				st.exporterDead = true
 			}
@@ -107,7 +109,7 @@ func (s *simulation) applyFault(i int, ending bool) {
 		if !st.exporterDead {
 			bs.fellBack = false
 		}
-		if st.thermal != was.thermal {
+		if st.thermal != was.thermal || st.pcie != was.pcie {
 			s.throttle(b)
 		}
 	}
@@ -198,16 +200,18 @@ func (s *simulation) faulted(a *attempt) bool {
 	return true
 }
 
-// throttle sets backend b's step cost from its thermal fault at now.
+// throttle sets backend b's step cost from its thermal and PCIe faults at now.
 func (s *simulation) throttle(b int) {
 	bs := s.backends[b]
 	if bs.fault.dead || bs.fault.hung {
 		return
 	}
 	_, clock := thermalAt(bs.fault.thermal, s.now)
+	_, slow := pcieAt(bs.fault.pcie, s.now)
 	for w := range bs.cl.Len() {
-		// 1/clock >= 1 and finite: clock is in [MinClock, 1], MinClock > 0.
-		_ = bs.cl.Worker(w).SetSlowdown(s.now, 1/clock)
+		// 1/clock >= 1 and finite: clock is in [MinClock, 1], MinClock > 0;
+		// slow is in [1, Slowdown], finite.
+		_ = bs.cl.Worker(w).SetSlowdown(s.now, slow/clock)
 		s.scheduleWorker(b, w)
 	}
 }
@@ -219,7 +223,7 @@ func (s *simulation) telemetryTick(b int) {
 	if bs.fault.dead || bs.fault.hung {
 		return
 	}
-	if bs.fault.thermal != nil {
+	if bs.fault.thermal != nil || bs.fault.pcie != nil {
 		s.throttle(b)
 	}
 	sig := &telemetry.Signals{At: s.now, State: telemetry.Ready, QueueDepth: bs.gw.Waiting(), MaxModelLen: bs.spec.MaxModelLen}
@@ -228,6 +232,7 @@ func (s *simulation) telemetryTick(b int) {
 	}
 	sig.ErrorRate = bs.errs.Rate(s.now)
 	heat, clock := thermalAt(bs.fault.thermal, s.now)
+	pcie, _ := pcieAt(bs.fault.pcie, s.now)
 	var used, total int
 	bs.gpus = bs.gpus[:0]
 	for w := range bs.cl.Len() {
@@ -241,7 +246,7 @@ func (s *simulation) telemetryTick(b int) {
 		frac := float64(busy-bs.lastBusy[w]) / float64(s.cfg.Telemetry.Interval)
 		bs.lastBusy[w] = busy
 		bs.gpus = append(bs.gpus, telemetry.MockDCGM(w, telemetry.GPUState{Busy: frac, Batch: wk.Running(), MaxSeqs: wk.Profile().MaxSeqs,
-			KVUsed: wk.KVUsed() + wk.CacheTokens(), KVTokens: wk.Profile().KVTokens, ThermalC: heat, ClockFactor: clock}))
+			KVUsed: wk.KVUsed() + wk.CacheTokens(), KVTokens: wk.Profile().KVTokens, ThermalC: heat, ClockFactor: clock, PCIeStress: pcie}))
 	}
 	if total > 0 {
 		sig.KVFill = float64(used) / float64(total)
@@ -255,6 +260,9 @@ func (s *simulation) telemetryTick(b int) {
 		telemetry.Hardware(sig, bs.gpus)
 	}
 	bs.gw.SetSignals(s.now, sig)
+	if s.cfg.RecordSignals {
+		s.samples = append(s.samples, SignalSample{Backend: b, Signals: *sig})
+	}
 	s.markStats(b)
 }
 

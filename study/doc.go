@@ -18,7 +18,7 @@
 // (misroutes over dispatches of requests longer than the phase's limit), the
 // time to detect and the time to recover. Time to detect is, for capability
 // and failover, the time to the last misroute (not detected if one came in
-// the last 5 s); for thermal and wan-jitter, the time to the start of the
+// the last 5 s); for thermal, pcie and wan-jitter, the time to the start of the
 // first 5 s in which the faulty backends got less than half their pre-fault
 // dispatch rate; for telemetry-loss, the time to the first report without
 // hardware signals (in telemetry-loss-each, the longest such wait after a
@@ -28,7 +28,12 @@
 // adjustment"), for policies whose weights move (pressure; the others keep
 // none, and show none). Time to recover is the time until every later 5 s bin
 // has success >= 99% and p95 TTFT <= 1.5 x the pre-fault p95 + 0.25 s. Cells
-// give means over replicates with Student-t 95% intervals.
+// give means over replicates with Student-t 95% intervals. The thermal and
+// pcie phases also measure the Solyx AI Grid paper's DCGM lead time
+// (LeadTime, in PhaseExtras): from the faulted backend's pressure score
+// reaching LeadAlertScore, or a DCGM field crossing its hardware alert
+// threshold, to its TTFT p95 over LeadBreachWindow exceeding the SLO,
+// censored at the end of the span when no breach comes.
 //
 // A live resilience study (ResilienceOptions.Live, LivePhaseRunner) runs
 // every spec on a live in-process fleet at LiveScale, one at a time, with

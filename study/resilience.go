@@ -160,6 +160,7 @@ func ResiliencePhases() []Phase {
 			Faults: func(at time.Duration) []sim.Fault {
 				return []sim.Fault{{Kind: sim.FaultThermal, Backends: []int{faultyBackend}, At: at, PeakC: 25, Ramp: 20 * time.Second, MinClock: 0.4}}
 			}},
+		pciePhase(),
 	}, append(lifecyclePhases(), networkPhases()...)...)
 }
 
@@ -199,6 +200,10 @@ type PhaseRun struct {
 	// longer than the phase's limit less MaxOutput is a long prompt (the
 	// limited backend may refuse it).
 	MaxOutput int
+	// Signals are the backends' telemetry reports, in the phases that
+	// measure the Solyx AI Grid paper's lead time (leadPhase; simulator
+	// only: nil in a live run).
+	Signals []sim.SignalSample
 }
 
 // PhaseRunner runs phase specs: the simulator here, a live fleet later.
@@ -228,7 +233,7 @@ func resilienceRunSpec(ps PhaseSpec) RunSpec {
 	return RunSpec{FleetName: "sites", Fleet: fl, Policy: ps.Policy, RPS: ps.RPS, Seed: ps.Seed,
 		Warmup: ps.Onset - ps.Pre, Measure: ps.Pre + ps.Post, KeepRecords: true,
 		Telemetry: sim.DefaultTelemetry(), Router: router.Config{HeartbeatTTL: ttl},
-		Faults: ps.Phase.Faults(ps.Onset), MaxModelLen: 131072, RecordDispatches: true}
+		Faults: ps.Phase.Faults(ps.Onset), MaxModelLen: 131072, RecordDispatches: true, RecordSignals: leadPhase(ps.Phase)}
 }
 
 // RunPhases implements PhaseRunner.
@@ -248,7 +253,7 @@ func (r SimPhaseRunner) RunPhases(ctx context.Context, specs []PhaseSpec, progre
 	out := make([]PhaseRun, len(specs))
 	for i, rr := range res {
 		pr := PhaseRun{Spec: specs[i], SLO: rs[i].Fleet.Client.TTFTSLO, Records: rr.Records, Dispatches: rr.Dispatches,
-			Marks: rr.Marks, WallS: rr.WallS, MaxOutput: rs[i].Fleet.Workload.OutputTokensMax}
+			Marks: rr.Marks, WallS: rr.WallS, MaxOutput: rs[i].Fleet.Workload.OutputTokensMax, Signals: rr.Signals}
 		for _, re := range rr.Routers {
 			at := time.Duration(-1)
 			for _, b := range specs[i].Phase.Faulty {
@@ -497,7 +502,7 @@ type PhaseMetrics struct {
 	RerouteTurns  int     `json:"reroute_turns"`
 	RerouteFailed int     `json:"reroute_failed"`
 	// Breaches counts turns that failed or missed the TTFT SLO; LeadS is,
-	// in the thermal phase, the time from the detection (DetectS) to the
+	// in the thermal and pcie phases, the time from the detection (DetectS) to the
 	// first breach, or to the end of the span if none came (-1: not
 	// detected).
 	Breaches int     `json:"breaches"`
@@ -584,7 +589,7 @@ func Measure(r PhaseRun) PhaseMetrics {
 				m.DetectS, m.Detected = span, false
 			}
 		}
-	case "thermal", "wan-jitter":
+	case "thermal", "pcie", "wan-jitter":
 		m.DetectS, m.Detected = shareDrop(r.Dispatches, sp.Phase.Faulty, sp.Onset-sp.Pre, from, to)
 	case "burst":
 		m.DetectS, m.Detected = burstReaction(r.Marks, from, to)
@@ -601,7 +606,7 @@ func Measure(r PhaseRun) PhaseMetrics {
 			m.RouterDetectS = max(m.RouterDetectS, (at - from).Seconds())
 		}
 	}
-	if sp.Phase.Name == "thermal" && m.Detected {
+	if leadPhase(sp.Phase) && m.Detected {
 		end := to
 		if firstBreach >= 0 {
 			end = firstBreach

@@ -167,6 +167,9 @@ type PhaseExtras struct {
 	OthersPreGoodPct  float64 `json:"others_pre_slo_pct,omitempty"`
 	LoadingDispatches int     `json:"loading_dispatches,omitempty"`
 	BackS             float64 `json:"back_s,omitempty"`
+	// Lead is the Solyx AI Grid paper's lead time (thermal and pcie
+	// phases, simulator runs).
+	Lead *LeadTime `json:"lead,omitempty"`
 }
 
 // loadingGrace is how long after a state change a router may still act on
@@ -197,6 +200,7 @@ func measureExtras(r PhaseRun) *PhaseExtras {
 	slices.Sort(e2e)
 	x.E2EP50S, x.E2EP95S, x.E2EP99S = metrics.Percentile(e2e, 0.5), metrics.Percentile(e2e, 0.95), metrics.Percentile(e2e, 0.99)
 	x.MaxGapS = maxGap(ends).Seconds()
+	x.Lead = measureLead(r)
 	if sp.Phase.Name != "restart" {
 		return x
 	}
@@ -262,7 +266,7 @@ func (r *ResilienceResults) SeedLines() []string {
 		}
 		groups[k] = append(groups[k], m.Extra)
 	}
-	lines := r.latencyLines()
+	lines := append(r.latencyLines(), r.LeadLines()...)
 	for _, k := range order {
 		xs := groups[k]
 		get := func(f func(*PhaseExtras) float64) Stat {

@@ -47,6 +47,8 @@ type RunSpec struct {
 	Faults           []sim.Fault
 	MaxModelLen      int // every backend's /v1/models limit (0: unknown)
 	RecordDispatches bool
+	// RecordSignals keeps every backend's telemetry reports (RunResult.Signals).
+	RecordSignals bool
 }
 
 // RunResult is what one run measured, in the shape of the JSON output.
@@ -69,6 +71,8 @@ type RunResult struct {
 	Dispatches []sim.Dispatch  `json:"-"`
 	Marks      []sim.Mark      `json:"-"`
 	Routers    []sim.RouterEnd `json:"-"`
+	// Signals are the backends' telemetry reports when the spec asked for them.
+	Signals []sim.SignalSample `json:"-"`
 	// Closed holds a closed-loop run's gateway queue, step and degraded figures.
 	Closed *sim.ClosedResult `json:"closed,omitempty"`
 }
@@ -97,6 +101,7 @@ func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel
 			cfg.Requests, cfg.BlockSize = s.Requests, s.BlockSize
 		}
 		cfg.Telemetry, cfg.Faults, cfg.RecordDispatches = s.Telemetry, s.Faults, s.RecordDispatches
+		cfg.RecordSignals = s.RecordSignals
 		if s.Router != (router.Config{}) { // else the fleet file's
 			cfg.Router = s.Router
 		}
@@ -119,7 +124,7 @@ func RunAll(ctx context.Context, specs []RunSpec, reg *policy.Registry, parallel
 		results[i] = RunResult{Fleet: s.FleetName, Policy: s.Policy, RPS: s.RPS, Seed: s.Seed,
 			Engine: engineName(s), Class: s.Class, Clients: s.Clients, Summary: res.Summary, Events: res.Events,
 			WallS: time.Since(start).Seconds(), Backends: res.Backends, Records: res.Records,
-			Dispatches: res.Dispatches, Marks: res.Marks, Routers: res.Routers, Closed: res.Closed}
+			Dispatches: res.Dispatches, Marks: res.Marks, Routers: res.Routers, Closed: res.Closed, Signals: res.Signals}
 		return nil
 	})
 	if err != nil {

@@ -23,6 +23,9 @@ type GPUState struct {
 	ThermalC float64
 	// ClockFactor is the SM clock as a share of nominal; 0 means 1.
 	ClockFactor float64
+	// PCIeStress is the share of the GPU's PCIe link (MockPCIeLinkBps each
+	// way) that a stressor's traffic takes (a PCIe-stress fault), 0..1.
+	PCIeStress float64
 }
 
 // GPUValues are one GPU's DCGM fields. Utilization is in percent, as DCGM
@@ -41,6 +44,10 @@ type GPUValues struct {
 	TempC        float64 // DCGM_FI_DEV_GPU_TEMP
 	SMClockMHz   float64 // DCGM_FI_DEV_SM_CLOCK
 	MaxClockMHz  float64 // DCGM_FI_DEV_MAX_SM_CLOCK
+	// PCIeTxBps and PCIeRxBps are DCGM_FI_PROF_PCIE_TX_BYTES and
+	// DCGM_FI_PROF_PCIE_RX_BYTES: the bytes per second the GPU sends and
+	// receives over PCIe.
+	PCIeTxBps, PCIeRxBps float64
 	// Has records which fields the source exported (a parsed exposition
 	// may lack some); MockDCGM sets them all.
 	Has GPUFields
@@ -49,7 +56,7 @@ type GPUValues struct {
 // GPUFields flags the fields present in a GPUValues.
 type GPUFields struct {
 	Util, FB, SMOccupancy, SMActive, DRAMActive, Temp, Clock, MaxClock bool
-	Tensor                                                             bool
+	Tensor, PCIe                                                       bool
 }
 
 // The mock GPU: an 80 GB card whose framebuffer holds the model and runtime
@@ -64,6 +71,11 @@ const (
 	MockIdleC       = 32.0
 	MockBusyC       = 38.0
 	MockMaxClockMHz = 1980.0
+	// MockPCIeLinkBps is a PCIe Gen5 x16 link's bandwidth each way;
+	// MockPCIeServeBps the traffic of serving alone when busy all the time
+	// (prompts in, tokens out, KV swaps: little next to the link).
+	MockPCIeLinkBps  = 63e9
+	MockPCIeServeBps = 1.5e9
 )
 
 // MockDCGM maps a worker's state to the fields a DCGM exporter would show:
@@ -76,6 +88,7 @@ const (
 //	PIPE_TENSOR_ACTIVE  busy x (0.25 + 0.50 x batch/max_seqs)   (the matrix products grow with the batch)
 //	GPU_TEMP       MockIdleC + MockBusyC x busy + ThermalC
 //	SM_CLOCK       MockMaxClockMHz x ClockFactor
+//	PCIE_TX_BYTES, PCIE_RX_BYTES   MockPCIeServeBps x busy + MockPCIeLinkBps x PCIeStress (bytes/s)
 func MockDCGM(gpu int, s GPUState) GPUValues {
 	busy := clamp01(s.Busy)
 	fill := 0.0
@@ -91,31 +104,37 @@ func MockDCGM(gpu int, s GPUState) GPUValues {
 		clock = 1
 	}
 	used := MockBaseMiB + MockKVMiB*fill
+	pcie := math.Round(MockPCIeServeBps*busy + MockPCIeLinkBps*clamp01(s.PCIeStress))
 	return GPUValues{GPU: gpu, UtilPct: math.Round(100 * busy), FBUsedMiB: math.Round(used), FBFreeMiB: math.Round(MockFBTotalMiB - used),
 		SMActive: busy * (0.35 + 0.60*batch), SMOccupancy: busy * (0.20 + 0.60*batch), DRAMActive: busy * (0.30 + 0.60*batch),
 		TensorActive: busy * (0.25 + 0.50*batch),
 		TempC:        math.Round(MockIdleC + MockBusyC*busy + s.ThermalC), SMClockMHz: math.Round(MockMaxClockMHz * min(clock, 1)),
-		MaxClockMHz: MockMaxClockMHz,
+		MaxClockMHz: MockMaxClockMHz, PCIeTxBps: pcie, PCIeRxBps: pcie,
 		Has: GPUFields{Util: true, FB: true, SMOccupancy: true, SMActive: true, DRAMActive: true, Temp: true, Clock: true, MaxClock: true,
-			Tensor: true}}
+			Tensor: true, PCIe: true}}
 }
 
 // Hardware folds GPUs' fields into the hardware part of sig: means of
-// utilization, memory, occupancy, bandwidth and tensor-core activity (over
-// the GPUs that export it); the hottest temperature and
+// utilization, memory, occupancy, bandwidth, tensor-core activity and PCIe
+// throughput (the last two over the GPUs that export them); the hottest
+// temperature and
 // the slowest clock. SM occupancy falls back to SM activity where a GPU does
 // not export occupancy. With no GPU it sets sig.Hardware to false.
 func Hardware(sig *Signals, gpus []GPUValues) {
 	sig.Hardware = len(gpus) > 0
 	sig.GPUUtil, sig.MemUtil, sig.SMOccupancy, sig.DRAMActive, sig.TensorActive = 0, 0, 0, 0, 0
-	sig.TempC, sig.SMClockMHz, sig.MaxSMClockMHz = 0, 0, 0
+	sig.TempC, sig.SMClockMHz, sig.MaxSMClockMHz, sig.PCIeBps = 0, 0, 0, 0
 	if len(gpus) == 0 {
 		return
 	}
 	n := float64(len(gpus))
 	slowest := -1.0
-	tensors := 0
+	tensors, links := 0, 0
 	for _, g := range gpus {
+		if g.Has.PCIe {
+			sig.PCIeBps += max(g.PCIeTxBps, 0) + max(g.PCIeRxBps, 0)
+			links++
+		}
 		if g.Has.Tensor {
 			sig.TensorActive += clamp01(g.TensorActive)
 			tensors++
@@ -143,6 +162,9 @@ func Hardware(sig *Signals, gpus []GPUValues) {
 	if tensors > 0 {
 		sig.TensorActive /= float64(tensors)
 	}
+	if links > 0 {
+		sig.PCIeBps /= float64(links)
+	}
 }
 
 // dcgmFields are the exported fields, in exposition order.
@@ -161,6 +183,8 @@ var dcgmFields = []struct {
 	{"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", func(g *GPUValues) float64 { return g.TempC }, func(h *GPUFields) bool { return h.Temp }},
 	{"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", func(g *GPUValues) float64 { return g.SMClockMHz }, func(h *GPUFields) bool { return h.Clock }},
 	{"DCGM_FI_DEV_MAX_SM_CLOCK", "Maximum SM clock frequency (in MHz).", func(g *GPUValues) float64 { return g.MaxClockMHz }, func(h *GPUFields) bool { return h.MaxClock }},
+	{"DCGM_FI_PROF_PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", func(g *GPUValues) float64 { return g.PCIeTxBps }, func(h *GPUFields) bool { return h.PCIe }},
+	{"DCGM_FI_PROF_PCIE_RX_BYTES", "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", func(g *GPUValues) float64 { return g.PCIeRxBps }, func(h *GPUFields) bool { return h.PCIe }},
 }
 
 // WriteDCGM writes gpus in the Prometheus text format of NVIDIA's DCGM

@@ -19,7 +19,8 @@
 // PathEstimator). Signals also carries the backend's max_model_len, its
 // lifecycle state as the backend sees it, whether a hardware source reported
 // (Hardware), and the GPU temperature and SM clock, which make the eleventh,
-// thermal, pressure.
+// thermal, pressure. The tensor-core activity and the PCIe throughput
+// (TensorActive, PCIeBps) are reported, not scored.
 //
 // # Normalisation (Normalise)
 //

@@ -64,6 +64,10 @@ type Signals struct {
 	// export it (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, 0..1); reported, not
 	// scored.
 	TensorActive float64 `json:"tensor_active,omitempty"`
+	// PCIeBps is the mean PCIe throughput, sent plus received, of the GPUs
+	// that export it (DCGM_FI_PROF_PCIE_TX_BYTES + RX_BYTES, bytes/s);
+	// reported, not scored.
+	PCIeBps float64 `json:"pcie_bps,omitempty"`
 	// TempC is the hottest GPU's temperature; SMClockMHz the slowest GPU's
 	// SM clock and MaxSMClockMHz its nominal clock (0: unknown).
 	TempC         float64 `json:"temp_c"`

@@ -319,6 +319,8 @@ func ParseDCGM(r io.Reader) ([]telemetry.GPUValues, error) {
 	set("DCGM_FI_DEV_GPU_TEMP", func(g *telemetry.GPUValues, v float64) { g.TempC, g.Has.Temp = v, true })
 	set("DCGM_FI_DEV_SM_CLOCK", func(g *telemetry.GPUValues, v float64) { g.SMClockMHz, g.Has.Clock = v, true })
 	set("DCGM_FI_DEV_MAX_SM_CLOCK", func(g *telemetry.GPUValues, v float64) { g.MaxClockMHz, g.Has.MaxClock = v, true })
+	set("DCGM_FI_PROF_PCIE_TX_BYTES", func(g *telemetry.GPUValues, v float64) { g.PCIeTxBps, g.Has.PCIe = v, true })
+	set("DCGM_FI_PROF_PCIE_RX_BYTES", func(g *telemetry.GPUValues, v float64) { g.PCIeRxBps, g.Has.PCIe = v, true })
 	if len(byGPU) == 0 {
 		return nil, ErrNoGPUs
 	}
