@@ -83,8 +83,14 @@ func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.lim.WriteTimeout > 0 {
 		pw := &perWrite{ResponseWriter: w, rc: http.NewResponseController(w), d: s.lim.WriteTimeout}
 		// The server writes what is buffered after the handler returns:
-		// that write gets its own deadline too.
-		defer pw.renew()
+		// that write gets its own deadline too, unless the request is gone
+		// (an HTTP/2 stream reset: a deadline set on it would keep a timer,
+		// and the stream's memory, alive until it fires).
+		defer func() {
+			if r.Context().Err() == nil {
+				pw.renew()
+			}
+		}()
 		w = pw
 	}
 	s.next.ServeHTTP(w, r)

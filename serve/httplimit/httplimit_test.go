@@ -291,3 +291,37 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("zero write timeout and connections: %v; want both named", err)
 	}
 }
+
+// deadlineRecorder is a ResponseWriter that counts the write deadlines set
+// on it (http.ResponseController finds SetWriteDeadline).
+type deadlineRecorder struct {
+	http.ResponseWriter
+	set int
+}
+
+func (d *deadlineRecorder) SetWriteDeadline(time.Time) error { d.set++; return nil }
+
+// TestNoDeadlineOnAGoneRequest: after the handler returns, the write
+// deadline is renewed for what the server still writes, but not on a
+// request already gone (an HTTP/2 stream reset), whose timer would keep
+// the stream alive until it fired.
+func TestNoDeadlineOnAGoneRequest(t *testing.T) {
+	for _, gone := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://x/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &deadlineRecorder{}
+		h := httplimit.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+			if gone {
+				cancel()
+			}
+		}), httplimit.DefaultLimits())
+		h.ServeHTTP(rec, req)
+		cancel()
+		if want := map[bool]int{false: 1, true: 0}[gone]; rec.set != want {
+			t.Errorf("request gone %v: %d write deadlines set after the handler, want %d", gone, rec.set, want)
+		}
+	}
+}
