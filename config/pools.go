@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+
+	"github.com/stargate-llm/stargate/plan/poolpick"
 )
 
 // PoolFileSpec is one pool of a fleet file's pools section: backends (by
@@ -36,37 +38,26 @@ func (f *Fleet) checkPools() error {
 	return checkPoolSpecs(f.Pools, backends)
 }
 
-// checkPoolSpecs checks pools as checkPools does; with backends nil (a
-// router's --pools file, whose backends register later) any name goes.
+// checkPoolSpecs checks pools with the live router's own rule
+// (poolpick.Check); with backends nil (a router's --pools file, whose
+// backends register later) any name goes.
 func checkPoolSpecs(pools []PoolFileSpec, backends map[string]bool) error {
-	var errs []error
-	names, member := map[string]bool{}, map[string]string{}
+	members := make([]poolpick.Member, len(pools))
 	for i, p := range pools {
-		if p.Name == "" || names[p.Name] {
-			errs = append(errs, fmt.Errorf("pools[%d]: name %q is empty or repeated", i, p.Name))
-		}
-		names[p.Name] = true
-		if p.MaxTokens < 1 {
-			errs = append(errs, fmt.Errorf("pool %q: max_tokens must be >= 1, got %d", p.Name, p.MaxTokens))
-		}
-		if len(p.Backends) == 0 {
-			errs = append(errs, fmt.Errorf("pool %q: list its backends by name", p.Name))
-		}
-		for _, b := range p.Backends {
-			if backends != nil && !backends[b] {
-				known := mapKeys(backends)
-				if len(known) > 10 {
-					known = append(known[:10], "...")
-				}
-				errs = append(errs, fmt.Errorf("pool %q: backend %q is not in the fleet (backends: %v)", p.Name, b, known))
-			}
-			if other, ok := member[b]; ok {
-				errs = append(errs, fmt.Errorf("backend %q is in pools %q and %q; a backend belongs to one pool", b, other, p.Name))
-			}
-			member[b] = p.Name
-		}
+		members[i] = poolpick.Member{Pool: poolpick.Pool{Name: p.Name, MaxTokens: p.MaxTokens, Models: p.Models}, Backends: p.Backends}
 	}
-	if err := errors.Join(errs...); err != nil {
+	var known func(string) bool
+	if backends != nil {
+		known = func(b string) bool { return backends[b] }
+	}
+	names := func() []string {
+		k := mapKeys(backends)
+		if len(k) > 10 {
+			k = append(k[:10], "...")
+		}
+		return k
+	}
+	if err := errors.Join(poolpick.Check(members, known, names)...); err != nil {
 		return fmt.Errorf("pools: %w", err)
 	}
 	return nil

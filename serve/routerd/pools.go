@@ -1,7 +1,6 @@
 package routerd
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/stargate-llm/stargate/plan/poolpick"
@@ -24,31 +23,16 @@ type Pool struct {
 // FallbackPool is how a request counts whose pool had no eligible backend
 // serving its model: it is placed on the whole fleet instead, as if the
 // router had no pools.
-const FallbackPool = "fallback"
+const FallbackPool = poolpick.Fallback
 
-// validatePools reports what is wrong with pools.
+// validatePools reports what is wrong with pools (poolpick.Check, the rule
+// fleet files are held to as well).
 func validatePools(pools []Pool) []error {
-	var errs []error
-	names, members := map[string]bool{}, map[string]string{}
+	members := make([]poolpick.Member, len(pools))
 	for i, p := range pools {
-		if p.Name == "" || p.Name == FallbackPool || names[p.Name] {
-			errs = append(errs, fmt.Errorf("pool %d: name %q is empty, repeated or reserved (%q)", i+1, p.Name, FallbackPool))
-		}
-		names[p.Name] = true
-		if p.MaxTokens < 1 {
-			errs = append(errs, fmt.Errorf("pool %q: max_tokens %d, want >= 1", p.Name, p.MaxTokens))
-		}
-		if len(p.Backends) == 0 {
-			errs = append(errs, fmt.Errorf("pool %q: no backends; list the backend names that belong to it", p.Name))
-		}
-		for _, b := range p.Backends {
-			if other, ok := members[b]; ok {
-				errs = append(errs, fmt.Errorf("backend %q is in pools %q and %q; a backend belongs to one pool", b, other, p.Name))
-			}
-			members[b] = p.Name
-		}
+		members[i] = poolpick.Member{Pool: poolpick.Pool{Name: p.Name, MaxTokens: p.MaxTokens, Models: p.Models}, Backends: p.Backends}
 	}
-	return errs
+	return poolpick.Check(members, nil, nil)
 }
 
 // poolOf maps each pooled backend's name to its pool, for the core.

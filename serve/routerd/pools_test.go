@@ -110,8 +110,8 @@ func TestPoolsValidate(t *testing.T) {
 		{[]Pool{{Name: "", MaxTokens: 1, Backends: []string{"a"}}}, "empty, repeated or reserved"},
 		{[]Pool{{Name: "p", MaxTokens: 1, Backends: []string{"a"}}, {Name: "p", MaxTokens: 2, Backends: []string{"b"}}}, "repeated"},
 		{[]Pool{{Name: FallbackPool, MaxTokens: 1, Backends: []string{"a"}}}, "reserved"},
-		{[]Pool{{Name: "p", MaxTokens: 0, Backends: []string{"a"}}}, "max_tokens 0"},
-		{[]Pool{{Name: "p", MaxTokens: 1}}, "no backends"},
+		{[]Pool{{Name: "p", MaxTokens: 0, Backends: []string{"a"}}}, "max_tokens must be >= 1"},
+		{[]Pool{{Name: "p", MaxTokens: 1}}, "list its backends"},
 		{[]Pool{{Name: "p", MaxTokens: 1, Backends: []string{"a"}}, {Name: "q", MaxTokens: 2, Backends: []string{"a"}}}, "belongs to one pool"},
 	} {
 		errs := validatePools(tc.pools)
