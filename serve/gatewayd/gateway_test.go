@@ -75,6 +75,21 @@ func (e *liveEngine) kill() {
 
 func startGateway(t *testing.T, engineURL string, mutate func(*Config)) (*Server, string) {
 	t.Helper()
+	g, cancel := newStartedGateway(t, engineURL, mutate)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: g.Handler()}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close(); cancel(); g.Wait() })
+	return g, "http://" + ln.Addr().String()
+}
+
+// newStartedGateway is a started gateway (as startGateway's, not yet
+// served) and the cancel that stops it.
+func newStartedGateway(t *testing.T, engineURL string, mutate func(*Config)) (*Server, context.CancelFunc) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.ID, cfg.Engines, cfg.Key, cfg.FenceInterval = "gw", []string{engineURL}, testKey, 20*time.Millisecond
 	cfg.OpenDataPlane = true // tests post to the gateway as a client would; security_test.go closes it
@@ -87,16 +102,10 @@ func startGateway(t *testing.T, engineURL string, mutate func(*Config)) (*Server
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := g.Start(ctx); err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: g.Handler()}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close(); cancel(); g.Wait() })
-	return g, "http://" + ln.Addr().String()
+	return g, cancel
 }
 
 func post(ctx context.Context, url, body string) (*http.Response, error) {

@@ -159,16 +159,8 @@ func TestH2CShutdownDrains(t *testing.T) {
 // both ways, and one within it is served both ways.
 func TestH2CUnderTheListenersLimits(t *testing.T) {
 	eng := startEngine(t, "127.0.0.1:0", testKey)
-	cfg := DefaultConfig()
-	cfg.ID, cfg.Engines, cfg.Key, cfg.FenceInterval, cfg.OpenDataPlane = "gw", []string{"http://" + eng.addr}, testKey, 20*time.Millisecond, true
-	g, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := g.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	g, cancel := newStartedGateway(t, "http://"+eng.addr, nil)
+	ctx, stop := context.WithCancel(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -180,10 +172,11 @@ func TestH2CUnderTheListenersLimits(t *testing.T) {
 		served <- httplimit.Serve(ctx, ln, g.Handler(), httplimit.Options{Limits: lim, Name: "gateway", ShutdownGrace: time.Second})
 	}()
 	t.Cleanup(func() {
-		cancel()
+		stop()
 		if err := <-served; err != nil {
 			t.Error(err)
 		}
+		cancel()
 		g.Wait()
 	})
 	url := "http://" + ln.Addr().String()
