@@ -860,11 +860,14 @@ func (s *Server) Backends() []BackendInfo {
 		return []BackendInfo{}
 	}
 	now := s.now()
+	// Backends first: it brings the views to now (expiry, error rates and
+	// overload shares decayed), so the weights exported are the ones a
+	// pick at now would place by, not those of the last pick.
+	status := s.core.Backends(now)
 	views := s.core.Views()
 	start := time.Now()
 	weights := policy.WeightsOf(s.core.Policy(), views)
 	s.projected(time.Since(start))
-	status := s.core.Backends(now)
 	out := make([]BackendInfo, len(status))
 	for i := range status {
 		b := s.backends[status[i].ID]
