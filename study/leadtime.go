@@ -1,6 +1,7 @@
 package study
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -140,18 +141,8 @@ func faultedTurns(recs []metrics.TurnRecord, faulty []int) []TurnTTFT {
 		}
 		out = append(out, TurnTTFT{End: rec.End, TTFT: t})
 	}
-	slices.SortStableFunc(out, func(a, b TurnTTFT) int { return cmpDur(a.End, b.End) })
+	slices.SortStableFunc(out, func(a, b TurnTTFT) int { return cmp.Compare(a.End, b.End) })
 	return out
-}
-
-func cmpDur(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ComputeLeadTime measures the lead time over [from, to) from the faulted

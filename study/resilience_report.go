@@ -293,6 +293,8 @@ func (r *ResilienceResults) criteria() []Criterion {
 	return out
 }
 
+// cmpF orders floats as < and > do: a NaN compares equal to everything
+// (cmp.Compare would order it first).
 func cmpF(a, b float64) int {
 	switch {
 	case a < b:

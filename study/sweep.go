@@ -106,18 +106,8 @@ func sweepCurve(cells []Cell, fleet, pol string) []Cell {
 			out = append(out, c)
 		}
 	}
-	slices.SortFunc(out, func(a, b Cell) int { return cmpFloat(a.RPS, b.RPS) })
+	slices.SortFunc(out, func(a, b Cell) int { return cmpF(a.RPS, b.RPS) })
 	return out
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Tracking and collapse thresholds of the sweep's sentences: a policy
