@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"slices"
@@ -305,10 +306,17 @@ type Message struct {
 	Audience string
 }
 
-// LogAttrs are the message's identity as slog key-value pairs, for the
-// audit line of an admin call.
-func (m Message) LogAttrs() []any {
-	return []any{"sender", m.Sender, "key_id", m.KeyID, "role", string(m.Role), "audience", m.Audience}
+// Audit logs the audit line of an admin call r: its action, the caller's
+// address and who signed it (msg), or, refused (err), the key id it named
+// and why. Every service's admin API logs through it.
+func Audit(log *slog.Logger, r *http.Request, msg Message, err error) {
+	action := r.Method + " " + r.URL.Path
+	if err != nil {
+		log.Warn("admin call refused", "action", action, "remote", r.RemoteAddr, "key_id", r.Header.Get(HeaderKeyID), "err", err)
+		return
+	}
+	log.Info("admin call", "action", action, "remote", r.RemoteAddr,
+		"sender", msg.Sender, "key_id", msg.KeyID, "role", string(msg.Role), "audience", msg.Audience)
 }
 
 // Verifier checks signed messages addressed to one service.

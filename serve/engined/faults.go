@@ -119,12 +119,11 @@ func (s *Server) adminFaults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, msg, err := s.admin.Verify(r, 1<<12, auth.RoleOperator)
+	auth.Audit(s.cfg.Logger.With("engine", s.cfg.ID), r, msg, err)
 	if err != nil {
-		s.cfg.Logger.Warn("admin call refused", "engine", s.cfg.ID, "action", r.Method+" "+r.URL.Path, "remote", r.RemoteAddr, "key_id", r.Header.Get(auth.HeaderKeyID), "err", err)
 		openai.WriteError(w, http.StatusUnauthorized, "AuthenticationError", err.Error())
 		return
 	}
-	s.cfg.Logger.Info("admin call", append([]any{"engine", s.cfg.ID, "action", r.Method + " " + r.URL.Path, "remote", r.RemoteAddr}, msg.LogAttrs()...)...)
 	var f Faults
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -71,16 +71,6 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, body []byte, read
 	return "", false
 }
 
-// auditAdmin logs who signed an admin call, accepted or not.
-func (s *Server) auditAdmin(r *http.Request, msg auth.Message, err error) {
-	action := r.Method + " " + r.URL.Path
-	if err != nil {
-		s.log.Warn("admin call refused", "action", action, "remote", r.RemoteAddr, "key_id", r.Header.Get(auth.HeaderKeyID), "err", err)
-		return
-	}
-	s.log.Info("admin call", append([]any{"action", action, "remote", r.RemoteAddr}, msg.LogAttrs()...)...)
-}
-
 // guardInfo serves h (/metrics) only to an authenticated caller when the
 // data plane is closed, unless Config.OpenInfo.
 func (s *Server) guardInfo(h http.Handler) http.Handler {

@@ -436,7 +436,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, msg, err := s.ops.Verify(r, 1<<10, auth.RoleOperator)
-	s.auditAdmin(r, msg, err)
+	auth.Audit(s.log, r, msg, err)
 	if err != nil {
 		s.met.authRejected.Inc()
 		http.Error(w, err.Error(), http.StatusUnauthorized)

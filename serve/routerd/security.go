@@ -35,16 +35,6 @@ func (s *Server) signUpstream(up *http.Request, body []byte, backend string) {
 	}
 }
 
-// auditAdmin logs who signed an admin call, accepted or not.
-func (s *Server) auditAdmin(r *http.Request, msg auth.Message, err error) {
-	action := r.Method + " " + r.URL.Path
-	if err != nil {
-		s.log.Warn("admin call refused", "action", action, "remote", r.RemoteAddr, "key_id", r.Header.Get(auth.HeaderKeyID), "err", err)
-		return
-	}
-	s.log.Info("admin call", append([]any{"action", action, "remote", r.RemoteAddr}, msg.LogAttrs()...)...)
-}
-
 // guardInfo serves h (the backend list, /metrics) only to a caller with a
 // client API key or an operator's signature, when the router has API keys,
 // unless Config.OpenInfo.

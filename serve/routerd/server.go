@@ -649,7 +649,7 @@ func (s *Server) verifyAdmin(w http.ResponseWriter, r *http.Request) ([]byte, bo
 		return nil, false
 	}
 	body, msg, err := s.verify.Verify(r, 1<<10, auth.RoleOperator)
-	s.auditAdmin(r, msg, err)
+	auth.Audit(s.log, r, msg, err)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return nil, false
