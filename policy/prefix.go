@@ -176,6 +176,7 @@ func (pp *Prefix) pick(now time.Duration, r *Request, views []View) Decision {
 	// the backends whose upper bound can beat the best so far.
 	pp.scores = grow(pp.scores, len(views))
 	pp.bounds = grow(pp.bounds, len(views))
+	pp.prefix = grow(pp.prefix, len(views))
 	top, free := -1, -1
 	topScore, freeScore := math.Inf(-1), math.Inf(-1)
 	for i := range views {
@@ -188,7 +189,6 @@ func (pp *Prefix) pick(now time.Duration, r *Request, views []View) Decision {
 		if v.Utilization() > limit {
 			m = 0
 		}
-		pp.prefix = grow(pp.prefix, len(views))
 		pp.prefix[i] = m
 		bound := m + squash(weightOf(v, measured)/(1-unit(mix(r.Session^v.Key)))*boundSlack)
 		pp.bounds[i], pp.scores[i] = bound, math.NaN()
