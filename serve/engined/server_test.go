@@ -389,5 +389,15 @@ func TestHostTierAcrossTurns(t *testing.T) {
 		if c.Usage == nil || c.Usage.Details.Cached != want {
 			t.Errorf("host tier %d tokens: second turn %+v, want %d cached tokens", host, c.Usage, want)
 		}
+		// vllm:cache_config_info names the host tier in 16-token CPU blocks.
+		r, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, _ := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		if got := strings.Contains(string(text), `num_cpu_blocks="625"`); got != (host > 0) {
+			t.Errorf("host tier %d tokens: num_cpu_blocks=\"625\" in /metrics is %v", host, got)
+		}
 	}
 }
