@@ -311,7 +311,7 @@ func mapKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// LoadProfile reads a built-in engine profile ("half", "full") or a YAML file
+// LoadProfile reads a built-in engine profile (engine.ProfileNames) or a YAML file
 // holding one profile's fields (base_ms, per_decode_seq_ms, ...), strictly.
 func LoadProfile(nameOrPath string) (engine.Profile, error) {
 	if p, err := engine.ProfileByName(nameOrPath); err == nil {
@@ -319,7 +319,7 @@ func LoadProfile(nameOrPath string) (engine.Profile, error) {
 	}
 	data, err := readLimited(nameOrPath)
 	if errors.Is(err, os.ErrNotExist) {
-		return engine.Profile{}, fmt.Errorf("profile %q is neither a built-in profile (half, full) nor a file", nameOrPath)
+		return engine.Profile{}, fmt.Errorf("profile %q is neither a built-in profile (%s) nor a file", nameOrPath, strings.Join(engine.ProfileNames(), ", "))
 	}
 	if err != nil {
 		return engine.Profile{}, fmt.Errorf("reading profile file: %w", err)

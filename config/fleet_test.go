@@ -170,6 +170,16 @@ func TestErrors(t *testing.T) {
 			want: []string{`backend "a-0"`, `engine profile "big"`, "max_seqs must be > 0, got 0"},
 		},
 		{
+			name: "host tier without a load rate",
+			yaml: "profiles:\n  big: {base_ms: 1, kv_tokens: 5000, max_seqs: 4, host_kv_tokens: 10000}\nengine: big\n" + oneRegion,
+			want: []string{`engine profile "big"`, "host_kv_load_tokens_per_s must be >= 1 with a host tier (host_kv_tokens 10000), got 0"},
+		},
+		{
+			name: "negative host tier",
+			yaml: "profiles:\n  big: {base_ms: 1, kv_tokens: 5000, max_seqs: 4, host_kv_tokens: -1, host_kv_load_tokens_per_s: .nan}\nengine: big\n" + oneRegion,
+			want: []string{"host_kv_tokens must be >= 0 (0: no host tier), got -1", "host_kv_load_tokens_per_s must be a finite number >= 0, got NaN"},
+		},
+		{
 			name: "rtt_ms names an unknown region",
 			yaml: strings.Replace(oneRegion, "rtt_ms: {a: 1}", "rtt_ms: {a: 1, zz: 40}", 1),
 			want: []string{`region "a": rtt_ms names unknown region "zz"`},

@@ -36,6 +36,8 @@ func TestLoadProfile(t *testing.T) {
 		"typo.yaml":    {"base_mss: 3\n", `unknown field "base_mss"`},
 		"invalid.yaml": {"max_seqs: 0\n", "max_seqs must be > 0"},
 		"empty.yaml":   {"", "is empty"},
+		"host.yaml":    {"host_kv_tokens: 1000000\n", "host_kv_load_tokens_per_s must be >= 1 with a host tier"},
+		"rate.yaml":    {"host_kv_load_tokens_per_s: 1e5\n", "needs host_kv_tokens > 0"},
 	} {
 		if _, err := LoadProfile(write(name, tt.body)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want an error with %q", name, err, tt.want)

@@ -41,6 +41,18 @@
 // and session entries share one LRU list inside the one KV budget. A block
 // becomes shareable when its request finishes, not as soon as it is computed.
 //
+// # Host tier
+//
+// A profile with HostKVTokens > 0 gives the worker a second cache tier in
+// host memory (host.go), as vLLM's KV offloading, LMCache, SGLang's HiCache
+// and Mooncake's store do: entries the GPU's LRU list evicts move there
+// (its own LRU list, HostKVTokens in size) instead of being dropped; a
+// block match and a session lookup go on into it; what a sequence takes
+// from it moves back into GPU memory at admission, and the admitting step
+// lasts the transfer longer (tokens over HostKVLoadTokensPerS). Events and
+// Totals count the host's share of the cached tokens (HostTokens). The
+// built-in half-host and full-host profiles enable it; half and full do not.
+//
 // A step that completes a sequence's prefill also produces its next output token
 // (the first token, unless the sequence is recomputing after a preemption). A
 // finished sequence's prompt and output become its session's cache entry.

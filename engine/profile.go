@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -33,6 +34,15 @@ type Profile struct {
 	// PrefillChunk is the per-step token budget (decode tokens plus prefill
 	// tokens). Zero means DefaultPrefillChunk.
 	PrefillChunk int `yaml:"prefill_chunk" json:"prefill_chunk"`
+	// HostKVTokens is the size, in tokens, of the worker's second KV tier in
+	// host memory (see host.go): cache entries evicted from the GPU's KV
+	// budget are kept there, least recently used first out, and a later hit
+	// is loaded instead of recomputed. Zero (the default) turns the tier off.
+	HostKVTokens int `yaml:"host_kv_tokens,omitempty" json:"host_kv_tokens,omitempty"`
+	// HostKVLoadTokensPerS is how many KV tokens a second the worker loads
+	// from the host tier into GPU memory (host-to-device bandwidth over the
+	// model's KV bytes per token). Required when HostKVTokens > 0.
+	HostKVLoadTokensPerS float64 `yaml:"host_kv_load_tokens_per_s,omitempty" json:"host_kv_load_tokens_per_s,omitempty"`
 }
 
 // HalfProfile is the default, half-scale worker: step cost doubled and KV
@@ -55,9 +65,16 @@ func ProfileByName(name string) (Profile, error) {
 		return HalfProfile(), nil
 	case "full":
 		return FullProfile(), nil
+	case "half-host":
+		return HalfHostProfile(), nil
+	case "full-host":
+		return FullHostProfile(), nil
 	}
-	return Profile{}, fmt.Errorf("engine: unknown profile %q (built-in profiles: half, full; or give one in the fleet file)", name)
+	return Profile{}, fmt.Errorf("engine: unknown profile %q (built-in profiles: %s; or give one in the fleet file)", name, strings.Join(ProfileNames(), ", "))
 }
+
+// ProfileNames are the built-in profiles' names.
+func ProfileNames() []string { return []string{"half", "full", "half-host", "full-host"} }
 
 // Validate reports what is wrong with a profile.
 func (p Profile) Validate() error {
@@ -82,6 +99,7 @@ func (p Profile) Validate() error {
 	} else if p.PrefillChunk > 0 && p.PrefillChunk <= p.MaxSeqs {
 		errs = append(errs, fmt.Errorf("prefill_chunk (%d) must exceed max_seqs (%d) so prefill can progress", p.PrefillChunk, p.MaxSeqs))
 	}
+	errs = append(errs, p.validateHost()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("engine profile %q: %w", p.Name, err)
 	}

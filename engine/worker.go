@@ -57,6 +57,9 @@ type Event struct {
 	// CachedTokens counts prompt tokens served from the prefix cache at the
 	// request's first admission.
 	PromptTokens, CachedTokens, OutputTokens int
+	// HostTokens, set on Finished, is the part of CachedTokens loaded from
+	// the host tier (see host.go) rather than found in GPU memory.
+	HostTokens int
 	// Preemptions, set on Finished, counts how often the request was
 	// preempted and recomputed on its way.
 	Preemptions int
@@ -94,6 +97,8 @@ type Totals struct {
 	Preemptions    int64
 	CacheHits      int64 // admissions that reused a cache entry
 	CachedTokens   int64 // prompt tokens served from the cache
+	HostHits       int64 // admissions that loaded cached tokens from the host tier
+	HostTokens     int64 // of CachedTokens, those loaded from the host tier
 	Finished       int64
 	Cancelled      int64
 }
@@ -104,7 +109,8 @@ func (t Totals) Plus(o Totals) Totals {
 		BatchSeconds: t.BatchSeconds + o.BatchSeconds, KVTokenSeconds: t.KVTokenSeconds + o.KVTokenSeconds,
 		PrefillTokens: t.PrefillTokens + o.PrefillTokens, DecodeTokens: t.DecodeTokens + o.DecodeTokens,
 		Preemptions: t.Preemptions + o.Preemptions, CacheHits: t.CacheHits + o.CacheHits,
-		CachedTokens: t.CachedTokens + o.CachedTokens, Finished: t.Finished + o.Finished, Cancelled: t.Cancelled + o.Cancelled}
+		CachedTokens: t.CachedTokens + o.CachedTokens, HostHits: t.HostHits + o.HostHits, HostTokens: t.HostTokens + o.HostTokens,
+		Finished: t.Finished + o.Finished, Cancelled: t.Cancelled + o.Cancelled}
 }
 
 // Minus is what the counters gained since t0, an earlier reading.
@@ -113,7 +119,8 @@ func (t Totals) Minus(t0 Totals) Totals {
 		BatchSeconds: t.BatchSeconds - t0.BatchSeconds, KVTokenSeconds: t.KVTokenSeconds - t0.KVTokenSeconds,
 		PrefillTokens: t.PrefillTokens - t0.PrefillTokens, DecodeTokens: t.DecodeTokens - t0.DecodeTokens,
 		Preemptions: t.Preemptions - t0.Preemptions, CacheHits: t.CacheHits - t0.CacheHits,
-		CachedTokens: t.CachedTokens - t0.CachedTokens, Finished: t.Finished - t0.Finished, Cancelled: t.Cancelled - t0.Cancelled}
+		CachedTokens: t.CachedTokens - t0.CachedTokens, HostHits: t.HostHits - t0.HostHits, HostTokens: t.HostTokens - t0.HostTokens,
+		Finished: t.Finished - t0.Finished, Cancelled: t.Cancelled - t0.Cancelled}
 }
 
 type seq struct {
@@ -123,6 +130,7 @@ type seq struct {
 	generated   int
 	kv          int // KV tokens reserved: target + tokens generated since
 	cached      int // prompt tokens from cache at the first admission
+	host        int // of cached, those loaded from the host tier
 	admitted    bool
 	cancelled   bool
 	planPrefill int           // prefill tokens planned in the current step
@@ -140,6 +148,7 @@ type cacheEntry struct {
 	tokens     int
 	block      bool
 	refs       int
+	onHost     bool   // in the host tier (host.go), not in GPU memory
 	mark       uint64 // matchBlocks' pass that last met this entry
 	prev, next *cacheEntry
 }
@@ -158,6 +167,7 @@ type Worker struct {
 	lru         cacheEntry             // sentinel: lru.next is most recent, lru.prev least
 	cacheTokens int                    // tokens of the entries in the LRU list
 	pass        uint64
+	host        *hostTier // nil without a host tier
 
 	busy bool
 	run  RunInfo
@@ -177,6 +187,9 @@ func NewWorker(p Profile, opts Options) (*Worker, error) {
 	}
 	w := &Worker{prof: p, opts: opts, cache: make(map[uint64]*cacheEntry), blocks: make(map[uint64]*cacheEntry)}
 	w.lru.next, w.lru.prev = &w.lru, &w.lru
+	if p.HostTier() {
+		w.host = newHostTier()
+	}
 	return w, nil
 }
 
@@ -213,9 +226,13 @@ func (w *Worker) KVUsed() int { return w.kvUsed }
 // to evict (blocks that running sequences hold count in KVUsed).
 func (w *Worker) CacheTokens() int { return w.cacheTokens }
 
-// CachedTokens is the size of the session's cache entry on this worker.
+// CachedTokens is the size of the session's cache entry on this worker, in
+// GPU memory or in the host tier.
 func (w *Worker) CachedTokens(session uint64) int {
 	if e, ok := w.cache[session]; ok {
+		return e.tokens
+	}
+	if e := w.hostSession(session); e != nil {
 		return e.tokens
 	}
 	return 0
@@ -453,7 +470,7 @@ func (w *Worker) Advance(now time.Duration, out []Event) []Event {
 		case s.generated >= s.req.OutputTokens:
 			w.totals.Finished++
 			out = append(out, Event{Kind: Finished, ID: s.req.ID, Session: s.req.Session, At: end,
-				PromptTokens: s.req.PromptTokens, CachedTokens: s.cached, OutputTokens: s.generated, Preemptions: s.preemptions})
+				PromptTokens: s.req.PromptTokens, CachedTokens: s.cached, HostTokens: s.host, OutputTokens: s.generated, Preemptions: s.preemptions})
 			w.finish(s)
 		default:
 			kept = append(kept, s)
@@ -494,6 +511,7 @@ func (w *Worker) plan(at time.Duration) {
 		}
 	}
 	// 4. Admission, first come first served.
+	load := 0 // tokens loaded from the host tier in this step
 	for budget > 0 && len(w.running) < w.prof.MaxSeqs && len(w.waiting) > 0 {
 		s := w.waiting[0]
 		var match []*cacheEntry
@@ -516,14 +534,20 @@ func (w *Worker) plan(at time.Duration) {
 		w.waiting = w.waiting[1:]
 		s.computed = 0
 		s.kv = s.target
+		fromHost := 0
 		if s.req.blocks() {
+			if matched > 0 {
+				s.computed = min(matched, s.target-1)
+				if w.host != nil {
+					fromHost = hostShare(&s.req, match, matched, s.computed)
+				}
+			}
 			for _, e := range match {
-				w.pin(e)
+				load += w.pin(e)
 			}
 			s.pinned = match
 			s.kv = s.target - matched
 			if matched > 0 {
-				s.computed = min(matched, s.target-1)
 				w.totals.CacheHits++
 				w.totals.CachedTokens += int64(s.computed)
 			}
@@ -532,10 +556,22 @@ func (w *Worker) plan(at time.Duration) {
 			w.dropCache(e)
 			w.totals.CacheHits++
 			w.totals.CachedTokens += int64(s.computed)
+		} else if e := w.hostSession(s.req.Session); e != nil {
+			s.computed = min(e.tokens, s.target-1)
+			fromHost = s.computed
+			load += e.tokens
+			w.hostDrop(e)
+			w.totals.CacheHits++
+			w.totals.CachedTokens += int64(s.computed)
+		}
+		if fromHost > 0 {
+			w.totals.HostHits++
+			w.totals.HostTokens += int64(fromHost)
 		}
 		if !s.admitted {
 			s.admitted = true
 			s.cached = s.computed
+			s.host = fromHost
 		}
 		w.kvUsed += s.kv
 		s.planPrefill = min(s.target-s.computed, budget)
@@ -566,6 +602,7 @@ func (w *Worker) plan(at time.Duration) {
 	if w.slow > 0 && w.slow != 1 {
 		step = time.Duration(float64(step)*w.slow + 0.5)
 	}
+	step += w.prof.HostLoadDuration(load)
 	w.run = RunInfo{Start: at, StepDuration: step, Steps: steps,
 		Batch: len(w.running), Decoding: decoding, PrefillTokens: prefill, KVUsed: w.kvUsed, CacheTokens: w.cacheTokens}
 }
@@ -598,6 +635,7 @@ func (w *Worker) putCache(session uint64, tokens int) {
 	if e, ok := w.cache[session]; ok {
 		w.dropCache(e)
 	}
+	w.hostForget(session, false)
 	e := &cacheEntry{key: session, tokens: tokens}
 	w.cache[session] = e
 	w.pushFront(e)
@@ -636,7 +674,12 @@ func (w *Worker) matchBlocks(r *Request, pin bool) (match []*cacheEntry, tokens 
 	w.pass++
 	for i, h := range r.BlockHashes {
 		e, ok := w.blocks[h]
-		if !ok || e.mark == w.pass {
+		if !ok {
+			if e = w.hostBlock(h); e == nil {
+				break
+			}
+		}
+		if e.mark == w.pass {
 			break
 		}
 		e.mark = w.pass
@@ -652,13 +695,18 @@ func (w *Worker) matchBlocks(r *Request, pin bool) (match []*cacheEntry, tokens 
 	return match, tokens
 }
 
-// pin adds a running sequence's hold on block e.
-func (w *Worker) pin(e *cacheEntry) {
+// pin adds a running sequence's hold on block e; a block in the host tier
+// moves into GPU memory, and pin returns the tokens so loaded.
+func (w *Worker) pin(e *cacheEntry) (loaded int) {
+	if e.onHost {
+		return w.promote(e)
+	}
 	if e.refs == 0 {
 		w.unlink(e)
 		w.kvUsed += e.tokens
 	}
 	e.refs++
+	return 0
 }
 
 // unpin drops a hold; the last one returns the block to the LRU list as its
@@ -706,6 +754,7 @@ func (w *Worker) finish(s *seq) {
 			}
 			continue
 		}
+		w.hostForget(h, true)
 		e := &cacheEntry{key: h, tokens: s.req.blockTokens(i), block: true}
 		w.blocks[h] = e
 		w.pushFront(e)
@@ -716,6 +765,6 @@ func (w *Worker) finish(s *seq) {
 // evict drops least recently used cache entries until everything fits.
 func (w *Worker) evict() {
 	for w.kvUsed+w.cacheTokens > w.prof.KVTokens && w.lru.prev != &w.lru {
-		w.dropCache(w.lru.prev)
+		w.demote(w.lru.prev)
 	}
 }

@@ -26,6 +26,10 @@ type TurnRecord struct {
 	Reason     string // why it failed
 
 	PromptTokens, CachedTokens, OutputTokens int
+	// HostTokens is the part of CachedTokens the engine loaded from its
+	// host-memory KV tier rather than found in GPU memory. Omitted from
+	// JSON when zero, so records without a host tier encode as before.
+	HostTokens int `json:",omitempty"`
 }
 
 // TTFT is the turn's time to first token; meaningful only when Completed.
@@ -94,21 +98,25 @@ func (c *Collector) UnfinishedRecords() []TurnRecord { return c.unfinished }
 
 // Summary is a window's figures. Percentages are 0-100.
 type Summary struct {
-	WindowS     float64 `json:"window_s"`
-	Started     int     `json:"turns_started"`
-	Turns       int     `json:"turns"` // ended in the window
-	Completed   int     `json:"completed"`
-	Good        int     `json:"good"`
-	Failures    int     `json:"failures"`
-	Rejections  int     `json:"rejections"`
-	OfferedRPS  float64 `json:"offered_rps"`
-	GoodputRPS  float64 `json:"goodput_rps"`
-	SLOPct      float64 `json:"slo_pct"`
-	ReusePct    float64 `json:"reuse_pct"`
-	TTFTP50S    float64 `json:"ttft_p50_s"`
-	TTFTP90S    float64 `json:"ttft_p90_s"`
-	TTFTP99S    float64 `json:"ttft_p99_s"`
-	TTFTCounted int     `json:"ttft_counted"`
+	WindowS    float64 `json:"window_s"`
+	Started    int     `json:"turns_started"`
+	Turns      int     `json:"turns"` // ended in the window
+	Completed  int     `json:"completed"`
+	Good       int     `json:"good"`
+	Failures   int     `json:"failures"`
+	Rejections int     `json:"rejections"`
+	OfferedRPS float64 `json:"offered_rps"`
+	GoodputRPS float64 `json:"goodput_rps"`
+	SLOPct     float64 `json:"slo_pct"`
+	// ReusePct is the share of prompt tokens served from the engines'
+	// prefix caches (GPU and host tier); HostReusePct is the share served
+	// from the host tier alone (part of ReusePct; absent without one).
+	ReusePct     float64 `json:"reuse_pct"`
+	HostReusePct float64 `json:"host_reuse_pct,omitempty"`
+	TTFTP50S     float64 `json:"ttft_p50_s"`
+	TTFTP90S     float64 `json:"ttft_p90_s"`
+	TTFTP99S     float64 `json:"ttft_p99_s"`
+	TTFTCounted  int     `json:"ttft_counted"`
 	// Unfinished counts measured turns still running at the end of the run
 	// (SampleStarts only); they are in neither Turns nor the percentiles.
 	Unfinished int `json:"unfinished,omitempty"`
@@ -118,7 +126,7 @@ type Summary struct {
 func (c *Collector) Summary() Summary {
 	s := Summary{WindowS: (c.to - c.from).Seconds(), Started: c.started, Turns: len(c.records), Unfinished: len(c.unfinished)}
 	ttfts := make([]float64, 0, len(c.records))
-	var prompt, cached int64
+	var prompt, cached, host int64
 	for i := range c.records {
 		r := &c.records[i]
 		s.Rejections += r.Rejections
@@ -132,6 +140,7 @@ func (c *Collector) Summary() Summary {
 		}
 		prompt += int64(r.PromptTokens)
 		cached += int64(r.CachedTokens)
+		host += int64(r.HostTokens)
 		ttfts = append(ttfts, r.TTFT().Seconds())
 	}
 	if s.WindowS > 0 {
@@ -140,6 +149,7 @@ func (c *Collector) Summary() Summary {
 	}
 	s.SLOPct = pct(float64(s.Good), float64(s.Turns))
 	s.ReusePct = pct(float64(cached), float64(prompt))
+	s.HostReusePct = pct(float64(host), float64(prompt))
 	slices.Sort(ttfts)
 	s.TTFTCounted = len(ttfts)
 	s.TTFTP50S, s.TTFTP90S, s.TTFTP99S = Percentile(ttfts, 0.50), Percentile(ttfts, 0.90), Percentile(ttfts, 0.99)
@@ -223,6 +233,7 @@ type jsonRecord struct {
 	Reason       string  `json:"reason,omitempty"`
 	PromptTokens int     `json:"prompt_tokens"`
 	CachedTokens int     `json:"cached_tokens"`
+	HostTokens   int     `json:"host_tokens,omitempty"`
 	OutputTokens int     `json:"output_tokens"`
 }
 
@@ -235,7 +246,7 @@ func WriteNDJSON(w io.Writer, records []TurnRecord) error {
 		jr := jsonRecord{Session: r.Session, Turn: r.Turn, Region: r.Region, Router: r.Router, Backend: r.Backend,
 			StartS: r.Start.Seconds(), EndS: r.End.Seconds(), Attempts: r.Attempts, Rejections: r.Rejections,
 			Completed: r.Completed, Reason: r.Reason,
-			PromptTokens: r.PromptTokens, CachedTokens: r.CachedTokens, OutputTokens: r.OutputTokens}
+			PromptTokens: r.PromptTokens, CachedTokens: r.CachedTokens, HostTokens: r.HostTokens, OutputTokens: r.OutputTokens}
 		if r.Completed {
 			jr.TTFTS = r.TTFT().Seconds()
 		}

@@ -19,6 +19,10 @@ type View struct {
 	Key uint64
 	// Capacity is the backend's maximum engine concurrency.
 	Capacity int
+	// CacheTokens is how many prompt tokens the backend's engines can keep
+	// cached in all (GPU KV and host tier, every GPU); zero: unknown. The
+	// prefix policy sizes its index by it.
+	CacheTokens int
 	// Active and Waiting come from the backend's latest stats.
 	Active, Waiting int
 	// Pending counts this router's dispatches the latest stats do not include.

@@ -17,8 +17,12 @@ const PrefixName = "prefix"
 type PrefixParams struct {
 	// TokensPerSlot sizes each backend's index: a backend of capacity c
 	// (its maximum engine concurrency) is taken to cache about
-	// c*TokensPerSlot prompt tokens. The default, 40,000, is the full-scale
-	// engine profile's KV budget (1,000,000 tokens) over its 25 sequences.
+	// c*TokensPerSlot prompt tokens. Unset (0), a backend whose view gives
+	// its whole cache capacity (View.CacheTokens: GPU KV and host tier, as
+	// the simulator derives it from the engine profile) is taken to cache
+	// that, and any other c*40,000: the full-scale engine profile's KV
+	// budget (1,000,000 tokens) over its 25 sequences. Set, it overrides
+	// both.
 	TokensPerSlot int `yaml:"tokens_per_slot" json:"tokens_per_slot"`
 	// LoadSlack is how far (in utilization, outstanding over capacity) a
 	// backend may run above the fleet's utilization and still be preferred
@@ -34,15 +38,20 @@ type PrefixParams struct {
 	MaxAge time.Duration `yaml:"max_age" json:"max_age"`
 }
 
-// DefaultPrefixParams are the prefix policy's defaults.
+// DefaultTokensPerSlot is the index size per unit of capacity for a
+// backend whose cache capacity is unknown (see PrefixParams.TokensPerSlot).
+const DefaultTokensPerSlot = 40_000
+
+// DefaultPrefixParams are the prefix policy's defaults. TokensPerSlot is
+// left unset: each backend's index is sized from its cache capacity.
 func DefaultPrefixParams() PrefixParams {
-	return PrefixParams{TokensPerSlot: 40_000, LoadSlack: 0.25, MinShare: 0.5}
+	return PrefixParams{LoadSlack: 0.25, MinShare: 0.5}
 }
 
 func (p PrefixParams) validate() []error {
 	var errs []error
 	if p.TokensPerSlot < 0 {
-		errs = append(errs, fmt.Errorf("prefix.tokens_per_slot must be >= 0 (0: the default %d), got %d", DefaultPrefixParams().TokensPerSlot, p.TokensPerSlot))
+		errs = append(errs, fmt.Errorf("prefix.tokens_per_slot must be >= 0 (0: the backend's cache capacity, else %d), got %d", DefaultTokensPerSlot, p.TokensPerSlot))
 	}
 	if !(p.LoadSlack >= 0) || math.IsInf(p.LoadSlack, 1) {
 		errs = append(errs, fmt.Errorf("prefix.load_slack must be a finite number >= 0, got %v", p.LoadSlack))
@@ -63,6 +72,7 @@ func (p PrefixParams) validate() []error {
 // places as pulsar-waw (see the package documentation).
 type Prefix struct {
 	p       Params
+	perSlot bool // TokensPerSlot was given: it sizes every backend
 	pw      *PulsarWaW
 	idx     *prefix.Index
 	ids     []prefix.ID // index ID of each backend, by view position
@@ -79,13 +89,14 @@ var (
 
 // NewPrefix returns the policy over backends, in the views' order.
 func NewPrefix(p Params, backends []Backend) (*Prefix, error) {
-	if p.Prefix.TokensPerSlot == 0 {
-		p.Prefix.TokensPerSlot = DefaultPrefixParams().TokensPerSlot
+	perSlot := p.Prefix.TokensPerSlot != 0
+	if !perSlot {
+		p.Prefix.TokensPerSlot = DefaultTokensPerSlot
 	}
 	if errs := p.Prefix.validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("policy %s: %w", PrefixName, errors.Join(errs...))
 	}
-	pp := &Prefix{p: p, pw: NewPulsarWaW(p, backends), idx: prefix.New(p.Prefix.MaxAge)}
+	pp := &Prefix{p: p, perSlot: perSlot, pw: NewPulsarWaW(p, backends), idx: prefix.New(p.Prefix.MaxAge)}
 	pp.SetBackends(backends, nil)
 	return pp, nil
 }
@@ -138,13 +149,22 @@ func (pp *Prefix) Pick(now time.Duration, r *Request, views []View) Decision {
 }
 
 // record adds a dispatched prompt's blocks to its backend's index, sized
-// from the backend's capacity first.
+// from the backend's cache capacity first.
 func (pp *Prefix) record(now time.Duration, r *Request, v *View, id prefix.ID) {
-	want := int(min(int64(max(v.Capacity, 1))*int64(pp.p.Prefix.TokensPerSlot)/int64(r.BlockTokens), math.MaxInt32))
+	want := int(min(pp.cacheTokens(v)/int64(r.BlockTokens), math.MaxInt32))
 	if pp.idx.Capacity(id) != max(want, 1) {
 		_ = pp.idx.SetCapacity(id, max(want, 1)) // id is live: it is in pp.ids
 	}
 	pp.idx.Insert(id, r.Blocks, now)
+}
+
+// cacheTokens is how many prompt tokens backend v is taken to cache (see
+// PrefixParams.TokensPerSlot).
+func (pp *Prefix) cacheTokens(v *View) int64 {
+	if !pp.perSlot && v.CacheTokens > 0 {
+		return int64(v.CacheTokens)
+	}
+	return int64(max(v.Capacity, 1)) * int64(pp.p.Prefix.TokensPerSlot)
 }
 
 func (pp *Prefix) pick(now time.Duration, r *Request, views []View) Decision {

@@ -223,3 +223,32 @@ func BenchmarkPrefixPick(b *testing.B) {
 		})
 	}
 }
+
+// TestPrefixIndexSizing: a backend's index holds its cache capacity in
+// blocks when its view gives one (GPU KV and host tier), capacity x 40,000
+// tokens when it does not, and capacity x tokens_per_slot whenever that
+// is set.
+func TestPrefixIndexSizing(t *testing.T) {
+	tests := []struct {
+		name        string
+		perSlot     int
+		cacheTokens int
+		want        int // blocks of 512 tokens
+	}{
+		{"from the view's cache capacity", 0, 6_000_000, 6_000_000 / 512},
+		{"unknown capacity: the default per slot", 0, 0, 50 * DefaultTokensPerSlot / 512},
+		{"tokens_per_slot overrides the view", 1000, 6_000_000, 50 * 1000 / 512},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bs := backends(2)
+			pp := newPrefix(t, bs, func(p *PrefixParams) { p.TokensPerSlot = tt.perSlot })
+			vs := views(bs, 50)
+			vs[1].CacheTokens = tt.cacheTokens
+			pp.record(0, &Request{Blocks: seq(1, 9), BlockTokens: 512}, &vs[1], pp.ids[1])
+			if got := pp.idx.Capacity(pp.ids[1]); got != tt.want {
+				t.Errorf("index capacity %d blocks, want %d", got, tt.want)
+			}
+		})
+	}
+}

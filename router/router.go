@@ -20,6 +20,9 @@ const DefaultMaxAttempts = 3
 type Backend struct {
 	Name     string
 	Capacity int
+	// CacheTokens is the backend's whole prefix-cache capacity in tokens
+	// (policy.View.CacheTokens); zero: unknown.
+	CacheTokens int
 	// MaxModelLen is the backend's limit from /v1/models; zero: unknown.
 	MaxModelLen int
 	// Models are the model ids its /v1/models lists (LoRA adapters
@@ -210,7 +213,7 @@ func (r *Router) append(now time.Duration, b Backend) BackendID {
 	r.ids = append(r.ids, id)
 	r.names = append(r.names, b.Name)
 	r.models = append(r.models, slices.Clone(b.Models))
-	r.views = append(r.views, policy.View{Index: i, Key: policy.KeyOf(b.Name), Capacity: b.Capacity, Eligible: true,
+	r.views = append(r.views, policy.View{Index: i, Key: policy.KeyOf(b.Name), Capacity: b.Capacity, CacheTokens: b.CacheTokens, Eligible: true,
 		State: telemetry.Ready, MaxModelLen: b.MaxModelLen})
 	r.lastSeq = append(r.lastSeq, 0)
 	r.dispatched = append(r.dispatched, 0)

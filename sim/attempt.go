@@ -31,6 +31,7 @@ type attempt struct {
 	place   place
 	done    bool
 	cached  int
+	host    int // of cached, prompt tokens its engine loaded from the host tier
 	output  int
 	gwAt    time.Duration // arrival at the gateway
 	preempt int           // times the engine preempted it

@@ -232,6 +232,7 @@ func (s *simulation) workerStep(b, w int) error {
 			}
 		case engine.Finished:
 			a.cached, a.output, a.place, a.preempt = ev.CachedTokens, ev.OutputTokens, responding, ev.Preemptions
+			a.host = ev.HostTokens
 			s.release(bs, ev.ID)
 			s.admitted = bs.gw.Finish(s.now, ev.ID, ev.PromptTokens, s.admitted[:0])
 			s.submitAll(b)

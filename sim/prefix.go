@@ -11,3 +11,10 @@ func traceBlocks(req *workload.TraceRequest) []uint64 {
 	}
 	return req.BlockHashes
 }
+
+// cacheTokens is every prompt token a backend's engines can keep cached:
+// each worker's GPU KV budget and host tier. The router's prefix index is
+// sized by it (policy.View.CacheTokens).
+func cacheTokens(spec BackendSpec) int {
+	return int(min(int64(spec.Workers)*int64(spec.Profile.CacheCapacity()), 1<<31-1))
+}

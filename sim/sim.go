@@ -177,7 +177,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		}
 		s.backends = append(s.backends, bs)
 		pbs[spec.Pool] = append(pbs[spec.Pool], policy.Backend{Name: spec.Name, Key: policy.KeyOf(spec.Name)})
-		rbs[spec.Pool] = append(rbs[spec.Pool], router.Backend{Name: spec.Name, Capacity: gw.Capacity(), MaxModelLen: spec.MaxModelLen, Models: spec.Models})
+		rbs[spec.Pool] = append(rbs[spec.Pool], router.Backend{Name: spec.Name, Capacity: gw.Capacity(), CacheTokens: cacheTokens(spec), MaxModelLen: spec.MaxModelLen, Models: spec.Models})
 		s.models = append(s.models, spec.Models...)
 	}
 	slices.Sort(s.models)
@@ -320,6 +320,7 @@ func (s *simulation) handle(e *event) error {
 		if a := s.attempts.get(e.id); a != nil && !a.done {
 			a.done = true
 			a.sess.turn.Complete(s.now, a.backend, a.cached, a.output)
+			a.sess.turn.Record.HostTokens = a.host
 			if s.observer != nil {
 				s.observer.completed(s, a)
 			}

@@ -231,10 +231,18 @@ func RunsTable(runs []RunResult) report.Table {
 	if classes {
 		t.Headers = slices.Insert(t.Headers, 1, "class")
 	}
+	// A run on engines with a host KV tier adds the host's share of reuse%.
+	host := slices.ContainsFunc(runs, func(r RunResult) bool { return r.HostReusePct > 0 })
+	if host {
+		t.Headers = slices.Insert(t.Headers, 9, "host%")
+	}
 	for _, r := range runs {
 		row := []string{r.Fleet, r.Policy, f0(r.RPS), strconv.FormatUint(r.Seed, 10), r.Engine,
 			f1(r.OfferedRPS), f1(r.GoodputRPS), f1(r.SLOPct), f1(r.ReusePct), f2(r.TTFTP50S), f2(r.TTFTP99S),
 			strconv.Itoa(r.Turns), strconv.Itoa(r.Failures), strconv.Itoa(r.Rejections), f2(r.WallS)}
+		if host {
+			row = slices.Insert(row, 9, f1(r.HostReusePct))
+		}
 		if classes {
 			row = slices.Insert(row, 1, r.Class)
 		}

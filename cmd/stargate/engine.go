@@ -67,7 +67,7 @@ clock. Tokens stream at the pace of the model's steps.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.GPUs, "gpus", cfg.GPUs, "GPU workers")
-	f.StringVar(&profile, "profile", "half", "engine profile: half, full or a YAML file of profile fields (base_ms, per_decode_seq_ms, ...)")
+	f.StringVar(&profile, "profile", "half", "engine profile: half, full, half-host, full-host (with a host-memory KV tier) or a YAML file of profile fields (base_ms, per_decode_seq_ms, host_kv_tokens, ...)")
 	f.StringVar(&cfg.Model, "model", cfg.Model, "model name served")
 	f.IntVar(&cfg.MaxModelLen, "max-model-len", cfg.MaxModelLen, "longest prompt plus output, in tokens")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the output text")

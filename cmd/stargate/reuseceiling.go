@@ -27,7 +27,7 @@ func printReuseCeiling(w io.Writer, reqs []workload.TraceRequest, warmup time.Du
 		if err != nil {
 			return usageError{err}
 		}
-		kv, err := fleetKVTokens(f, engineName)
+		kv, host, err := fleetKVTokens(f, engineName)
 		if err != nil {
 			return usageError{fmt.Errorf("fleet %s: %w", name, err)}
 		}
@@ -35,18 +35,24 @@ func printReuseCeiling(w io.Writer, reqs []workload.TraceRequest, warmup time.Du
 		if _, err := fmt.Fprintf(w, "%s: one LRU cache of the fleet's %d KV tokens: %.1f%%\n", f.Name, kv, pct); err != nil {
 			return err
 		}
+		if host > 0 {
+			pct := lruReuse(reqs, workload.MooncakeBlockSize, kv+host, warmup)
+			if _, err := fmt.Fprintf(w, "%s: one LRU cache of the fleet's %d GPU and %d host KV tokens: %.1f%%\n", f.Name, kv, host, pct); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
 
-// fleetKVTokens is the sum of every GPU's KV budget in the fleet, with
-// engineName (if set) replacing the fleet's default profile.
-func fleetKVTokens(f *config.Fleet, engineName string) (int64, error) {
+// fleetKVTokens is the sum of every GPU's KV budget in the fleet, and of
+// its host tiers, with engineName (if set) replacing the fleet's default
+// profile.
+func fleetKVTokens(f *config.Fleet, engineName string) (kv, host int64, err error) {
 	def := f.Engine
 	if engineName != "" {
 		def = engineName
 	}
-	var total int64
 	for _, r := range f.Regions {
 		for _, b := range r.Backends {
 			name := def
@@ -57,13 +63,15 @@ func fleetKVTokens(f *config.Fleet, engineName string) (int64, error) {
 			if !ok {
 				var err error
 				if p, err = engine.ProfileByName(name); err != nil {
-					return 0, err
+					return 0, 0, err
 				}
 			}
-			total += int64(max(b.GPUs, 1)*max(b.Count, 1)) * int64(p.KVTokens)
+			gpus := int64(max(b.GPUs, 1) * max(b.Count, 1))
+			kv += gpus * int64(p.KVTokens)
+			host += gpus * int64(p.HostKVTokens)
 		}
 	}
-	return total, nil
+	return kv, host, nil
 }
 
 // lruReuse is the reuse percentage of the requests arriving at or after

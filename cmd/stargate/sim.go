@@ -166,7 +166,7 @@ defaults to the rest of the trace. --rps is then unused.`,
 	f.StringVar(&policies, "policy", "pulsar-waw", "placement policies, comma separated ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
 	f.StringVar(&rates, "rps", "450", "nominal request rates in req/s, comma separated")
 	f.StringVar(&seeds, "seed", "1", "random seeds, comma separated")
-	f.StringVar(&engineName, "engine", "", "engine profile replacing the fleet's default: half, full or a profile of the fleet file (backends with their own profile keep it)")
+	f.StringVar(&engineName, "engine", "", "engine profile replacing the fleet's default: half, full, half-host, full-host or a profile of the fleet file (backends with their own profile keep it)")
 	f.DurationVar(&warmup, "warmup", 240*time.Second, "warm-up before the measured window")
 	f.DurationVar(&measure, "measure", 240*time.Second, "length of the measured window")
 	livenessFlags(f, &heartbeatTTL, &heartbeatInterval)

@@ -60,6 +60,9 @@ func newMetrics(s *Server) *metrics {
 	p := s.cfg.Profile
 	cacheInfo := prometheus.Labels{"block_size": "16", "num_gpu_blocks": strconv.Itoa(p.KVTokens / 16 * s.cfg.GPUs),
 		"enable_prefix_caching": "True", "cache_dtype": "auto"}
+	if p.HostTier() { // the host KV tier, in 16-token blocks as vLLM counts its CPU blocks
+		cacheInfo["num_cpu_blocks"] = strconv.Itoa(p.HostKVTokens / 16 * s.cfg.GPUs)
+	}
 	if !s.vllm() { // real vLLM exports neither the worker count nor max_num_seqs
 		workers := prometheus.NewGauge(prometheus.GaugeOpts{Name: "stargate_engine_workers",
 			Help: "GPU workers of this engine; a gateway sizes its slots by it.", ConstLabels: labels})

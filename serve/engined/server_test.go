@@ -358,3 +358,46 @@ func TestMetricsUseVLLMNames(t *testing.T) {
 		}
 	}
 }
+
+// TestHostTierAcrossTurns: the mock engine runs the engine core, host tier
+// included. A session's entry pushed out of a small GPU KV budget by
+// another session's long prompt is found again in the host tier at its
+// next turn, which reports it cached; without the tier it is recomputed.
+func TestHostTierAcrossTurns(t *testing.T) {
+	for _, host := range []int{0, 10_000} {
+		_, url := start(t, func(c *Config) {
+			c.GPUs = 1
+			c.Profile.KVTokens, c.MaxModelLen = 3000, 3000
+			if host > 0 {
+				c.Profile.HostKVTokens, c.Profile.HostKVLoadTokensPerS = host, 1e6
+			}
+		})
+		turn1 := `{"messages":[{"role":"user","content":"` + strings.Repeat("a", 4000) + `"}],"max_tokens":4}`
+		turn2 := `{"messages":[{"role":"user","content":"` + strings.Repeat("a", 4000) + `"},{"role":"assistant","content":"ok"},{"role":"user","content":"more"}],"max_tokens":4}`
+		other := `{"messages":[{"role":"user","content":"` + strings.Repeat("b", 10_000) + `"}],"max_tokens":4}`
+		post(t, url+"/v1/chat/completions", turn1, map[string]string{"X-Session-ID": "s1"})
+		post(t, url+"/v1/chat/completions", other, map[string]string{"X-Session-ID": "s2"})
+		_, b := post(t, url+"/v1/chat/completions", turn2, map[string]string{"X-Session-ID": "s1"})
+		var c completion
+		_ = json.Unmarshal(b, &c)
+		// Turn 1 left 1004 prompt + 4 output tokens; s2's 2,504 tokens push
+		// them out of the 3,000-token GPU budget.
+		want := 0
+		if host > 0 {
+			want = 1008
+		}
+		if c.Usage == nil || c.Usage.Details.Cached != want {
+			t.Errorf("host tier %d tokens: second turn %+v, want %d cached tokens", host, c.Usage, want)
+		}
+		// vllm:cache_config_info names the host tier in 16-token CPU blocks.
+		r, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, _ := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		if got := strings.Contains(string(text), `num_cpu_blocks="625"`); got != (host > 0) {
+			t.Errorf("host tier %d tokens: num_cpu_blocks=\"625\" in /metrics is %v", host, got)
+		}
+	}
+}
