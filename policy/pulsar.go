@@ -13,6 +13,12 @@ type PulsarWaW struct {
 	scores []float64 // scratch, one per view; reused across picks
 	bounds []float64 // scratch: each view's upper bound on its score
 	top    []float64 // scratch: Watch's highest scores
+	// Above rankFlatMax backends the ranking is a rankTree: tree, kept
+	// current by the router (Tracker), or scratch, built for one pick of
+	// views it was not told of.
+	tree, scratch *rankTree
+	// flat ranks every fleet flat (tests and benchmarks compare the two).
+	flat bool
 }
 
 var _ Policy = (*PulsarWaW)(nil)
@@ -81,6 +87,9 @@ const boundSlack = 1 + 1e-9
 // computed later only if the band's rank count needs it. The decisions are
 // those of scoring every backend exactly (TestPulsarPruningExact).
 func (pw *PulsarWaW) Pick(now time.Duration, r *Request, views []View) Decision {
+	if t := pw.treeFor(views); t != nil {
+		return pw.pickTree(t, now, r, views)
+	}
 	strict := anyEligible(r, views)
 	measured := pw.useMeasured(views)
 	pw.scores = grow(pw.scores, len(views))
@@ -127,6 +136,58 @@ func (pw *PulsarWaW) Pick(now time.Duration, r *Request, views []View) Decision 
 			}
 		}
 		return rank
+	})
+}
+
+// Track implements Tracker: above rankFlatMax backends, the rank tree.
+func (pw *PulsarWaW) Track(views []View) {
+	if pw.flat || len(views) <= rankFlatMax {
+		pw.tree = nil
+		return
+	}
+	if pw.tree == nil {
+		pw.tree = &rankTree{}
+	}
+	pw.tree.build(views, pw.p.Weight != WeightCapacity)
+}
+
+// Touched implements Tracker.
+func (pw *PulsarWaW) Touched(views []View, i int) {
+	if pw.tree != nil && pw.tree.n == len(views) {
+		pw.tree.touched(views, i)
+	}
+}
+
+var _ Tracker = (*PulsarWaW)(nil)
+
+// treeFor is the rank tree for a pick over views, nil to rank them flat:
+// the tracked one, or one built now for views the policy was not told of
+// (the ranking is the same; the pick then costs O(n)).
+func (pw *PulsarWaW) treeFor(views []View) *rankTree {
+	if pw.flat || len(views) <= rankFlatMax {
+		return nil
+	}
+	if pw.tree != nil && pw.tree.n == len(views) {
+		return pw.tree
+	}
+	if pw.scratch == nil {
+		pw.scratch = &rankTree{}
+	}
+	pw.scratch.build(views, pw.p.Weight != WeightCapacity)
+	return pw.scratch
+}
+
+// pickTree is Pick over a rank tree: the same band rule over the tree's
+// ranking, at a cost that does not grow with the fleet.
+func (pw *PulsarWaW) pickTree(t *rankTree, now time.Duration, r *Request, views []View) Decision {
+	t.exclusions(r)
+	top, _ := t.top(r.Session)
+	if top >= 0 && views[top].Free() {
+		return dispatch(top)
+	}
+	free, tf := t.bestFree(r.Session)
+	return bandDecide(pw.p, now, r, views, top, free, func(limit int) int {
+		return t.countBefore(r.Session, tf, limit)
 	})
 }
 
