@@ -17,8 +17,11 @@ type PulsarWaW struct {
 	// current by the router (Tracker), or scratch, built for one pick of
 	// views it was not told of.
 	tree, scratch *rankTree
-	// flat ranks every fleet flat (tests and benchmarks compare the two).
-	flat bool
+	// flat ranks every fleet flat; treeFrom, if set, ranks fleets of
+	// treeFrom backends or more by the tree (tests and benchmarks compare
+	// the two at any size).
+	flat     bool
+	treeFrom int
 }
 
 var _ Policy = (*PulsarWaW)(nil)
@@ -141,7 +144,7 @@ func (pw *PulsarWaW) Pick(now time.Duration, r *Request, views []View) Decision 
 
 // Track implements Tracker: above rankFlatMax backends, the rank tree.
 func (pw *PulsarWaW) Track(views []View) {
-	if pw.flat || len(views) <= rankFlatMax {
+	if !pw.ranksByTree(len(views)) {
 		pw.tree = nil
 		return
 	}
@@ -160,11 +163,19 @@ func (pw *PulsarWaW) Touched(views []View, i int) {
 
 var _ Tracker = (*PulsarWaW)(nil)
 
+// ranksByTree reports whether n backends are ranked by the rank tree.
+func (pw *PulsarWaW) ranksByTree(n int) bool {
+	if pw.treeFrom > 0 {
+		return n >= pw.treeFrom
+	}
+	return !pw.flat && n > rankFlatMax
+}
+
 // treeFor is the rank tree for a pick over views, nil to rank them flat:
 // the tracked one, or one built now for views the policy was not told of
 // (the ranking is the same; the pick then costs O(n)).
 func (pw *PulsarWaW) treeFor(views []View) *rankTree {
-	if pw.flat || len(views) <= rankFlatMax {
+	if !pw.ranksByTree(len(views)) {
 		return nil
 	}
 	if pw.tree != nil && pw.tree.n == len(views) {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stargate-llm/stargate/internal/cputime"
 )
 
 // refTimes is every backend's time in the session's race over t (NaN for
@@ -491,4 +493,44 @@ func refTreePrefix(pp *Prefix, now time.Duration, r *Request, views []View) Deci
 		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(held(b), held(a)) })
 	}
 	return bandPick(pp.p, now, r, views, rankScores(len(views), order))
+}
+
+// BenchmarkRankCrossover is pulsar-waw's pick, flat and by the rank tree,
+// around rankFlatMax: "free" with every backend free (the pick is the top
+// backend), "full" with all but one full and a band of 4 (the top, the
+// best free backend and the band's count).
+func BenchmarkRankCrossover(b *testing.B) {
+	for _, load := range []string{"free", "full"} {
+		for _, n := range []int{64, 128, 256, 512, 1024} {
+			for _, tree := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%d/flat", load, n)
+				if tree {
+					name = fmt.Sprintf("%s/%d/tree", load, n)
+				}
+				b.Run(name, func(b *testing.B) {
+					vs := views(backends(n), 100)
+					if load == "full" {
+						for i := range vs {
+							vs[i].Active = 100
+						}
+						vs[n/2].Active = 0
+					}
+					pw := NewPulsarWaW(DefaultParams(), nil)
+					pw.flat = !tree
+					if tree {
+						pw.treeFrom = 1
+					}
+					pw.Track(vs)
+					r := &Request{QueuedAt: -1}
+					b.ReportAllocs()
+					cpu := cputime.Used()
+					for i := 0; b.Loop(); i++ {
+						r.Session = uint64(i)
+						pw.Pick(time.Second, r, vs)
+					}
+					b.ReportMetric(float64(cputime.Used()-cpu)/float64(b.N), "cpu-ns/op")
+				})
+			}
+		}
+	}
 }
