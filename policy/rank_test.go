@@ -152,10 +152,10 @@ func sameTree(got *rankTree, views []View) string {
 // equals one built afresh.
 func TestRankTreeExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 7))
-	for trial := range 120 {
+	for trial := range 100 {
 		n := rankFlatMax + 1 + rng.IntN(400)
 		if trial%10 == 0 {
-			n = rankFlatMax + 1 + rng.IntN(3000)
+			n = rankFlatMax + 1 + rng.IntN(2000)
 		}
 		views := randomViews(rng, n)
 		p := DefaultParams()
@@ -283,7 +283,7 @@ func weightedFleet(rng *rand.Rand, n int) []View {
 // same law.
 func TestRankTreeShares(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 1))
-	const n, sessions = 1000, 200_000
+	const n, sessions = 1000, 100_000
 	vs := weightedFleet(rng, n)
 	var tr rankTree
 	tr.build(vs, false)
@@ -431,8 +431,8 @@ func TestRankTreeBand(t *testing.T) {
 // ranking's band, over changing fleets.
 func TestPrefixTreeExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
-	for trial := range 60 {
-		n := rankFlatMax + 1 + rng.IntN(500)
+	for trial := range 45 {
+		n := rankFlatMax + 1 + rng.IntN(300)
 		bs := backends(n)
 		pp := newPrefix(t, bs, nil)
 		vs := randomViews(rng, n)
