@@ -679,15 +679,15 @@ func (t *rankTree) holdsExcluded(l, i int) bool {
 // those tied with the k-th.
 func (t *rankTree) band(session uint64, k int, out []int) []int {
 	t.restart()
-	kth := math.Inf(1)
+	stop := math.Inf(1) // once the k-th is out: just above its time
 	for n := 0; ; n++ {
-		b, tb := t.next(session, false, math.Inf(1))
-		if b < 0 || (n >= k && tb != kth) {
+		b, tb := t.next(session, false, stop)
+		if b < 0 {
 			return out
 		}
 		out = append(out, b)
 		if n == k-1 {
-			kth = tb
+			stop = math.Nextafter(tb, math.Inf(1))
 		}
 	}
 }

@@ -534,3 +534,39 @@ func BenchmarkRankCrossover(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPulsarWatch is pulsar-waw's Watch after a Wait (the band's
+// backends, 4 wide at 1 s), flat and by the rank tree, at 1,000 and
+// 10,000 backends all full.
+func BenchmarkPulsarWatch(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		for _, flat := range []bool{false, true} {
+			name := fmt.Sprintf("%d/tree", n)
+			if flat {
+				name = fmt.Sprintf("%d/flat", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				vs := views(backends(n), 100)
+				for i := range vs {
+					vs[i].Active = 100
+				}
+				pw := NewPulsarWaW(DefaultParams(), nil)
+				pw.flat = flat
+				pw.Track(vs)
+				r := &Request{QueuedAt: -1}
+				d := Decision{Kind: Wait}
+				var out []int
+				b.ReportAllocs()
+				cpu := cputime.Used()
+				for i := 0; b.Loop(); i++ {
+					r.Session = uint64(i)
+					out, _ = pw.Watch(time.Second, r, vs, d, out[:0])
+				}
+				b.ReportMetric(float64(cputime.Used()-cpu)/float64(b.N), "cpu-ns/op")
+				if len(out) != 4 {
+					b.Fatalf("band of %d, want 4", len(out))
+				}
+			})
+		}
+	}
+}
