@@ -26,8 +26,9 @@ const (
 
 // rankTree is weighted rendezvous over a trie of the backends' keys: the
 // root splits the fleet by the top rankBits bits of each backend's Key, its
-// children by the next ones, down to buckets of a few dozen backends. A
-// node's weight is the sum of its eligible backends' weights.
+// children by the next ones, down to buckets of about rankBucketAvg
+// backends. A node's weight is the sum of its eligible backends' weights
+// (each at least rankMinWeight).
 //
 // A session ranks the backends as an exponential race: backend b finishes
 // at time E_b/w_b in flat rendezvous (E_b = -ln u(s,b), an exponential of
@@ -41,12 +42,14 @@ const (
 // rendezvous draws it. It is not the same draw: which backend a session gets
 // differs from flat rendezvous, so the tree is used only above rankFlatMax.
 //
-// A backend's time is a sum of hashed terms along its path, so the backends
-// can be enumerated in rank order with a heap of nodes without scoring the
-// others: the top backend costs one rendezvous per level (rankFan children,
-// then a bucket), and each later rank a few more. Free slots are counted
+// A backend's time is a sum of hashed terms along its path, and a node's
+// time bounds its backends' from below, so the backends can be enumerated
+// in rank order with a heap of nodes without scoring the others: the top
+// backend costs one rendezvous per level (rankFan children, then a
+// bucket), and each later rank about as much again. Free slots are counted
 // per node, so the best-ranked free backend is found without visiting full
-// subtrees.
+// subtrees; counting the backends ranked before a time need not descend a
+// node whose own time is before it (it holds at least one).
 //
 // Changing a backend's weight changes its ancestors' weights only, so a
 // session moves only where one of those nodes' rendezvous changes its
