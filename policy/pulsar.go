@@ -26,8 +26,9 @@ type PulsarWaW struct {
 
 var _ Policy = (*PulsarWaW)(nil)
 
-// NewPulsarWaW returns the policy; it keeps no per-backend state, so backends
-// may come and go between picks.
+// NewPulsarWaW returns the policy; it keeps no per-backend state of its own,
+// so backends may come and go between picks, except that once tracked
+// (Tracker) it must be told of them by Track, as the contract says.
 func NewPulsarWaW(p Params, _ []Backend) *PulsarWaW { return &PulsarWaW{p: p, name: "pulsar-waw"} }
 
 // Name implements Policy.
@@ -82,7 +83,8 @@ func Score(session uint64, v *View, measured bool) float64 {
 // bound does not beat a score can never beat it exactly.
 const boundSlack = 1 + 1e-9
 
-// Pick implements Policy. It ranks every eligible backend by Score, but
+// Pick implements Policy. Above rankFlatMax backends it ranks by the rank
+// tree (pickTree). Otherwise it ranks every eligible backend by Score, but
 // computes the logarithm only for the few that can matter: since -ln(u) >=
 // 1-u, w/(1-u) bounds a backend's score from above, and a backend whose
 // bound does not beat the best score so far (the best free one's, for a free
