@@ -132,10 +132,15 @@ func (a rankItem) before(b rankItem) bool {
 	return a.id < b.id
 }
 
+// rankMaxLevels bounds the depth (a bucket's index, rankBits per level,
+// must fit an int32): past 8 x 4^11, some 34 million backends, the buckets
+// grow instead.
+const rankMaxLevels = 12
+
 // rankLevels is the depth of the buckets for n backends.
 func rankLevels(n int) int {
 	l, nodes := 1, rankFan
-	for n > rankBucketAvg*nodes && l < 64/rankBits-1 {
+	for n > rankBucketAvg*nodes && l < rankMaxLevels {
 		l++
 		nodes *= rankFan
 	}

@@ -570,3 +570,22 @@ func BenchmarkPulsarWatch(b *testing.B) {
 		}
 	}
 }
+
+// TestRankLevels: buckets hold at most rankBucketAvg backends on average
+// with no level more than that needs, and the depth stops at
+// rankMaxLevels.
+func TestRankLevels(t *testing.T) {
+	for _, n := range []int{1, 257, 1000, 10_000, 100_000, 1 << 40} {
+		l := rankLevels(n)
+		buckets := 1 << (rankBits * l)
+		if l < rankMaxLevels && n > rankBucketAvg*buckets {
+			t.Errorf("%d backends: %d levels, %.1f per bucket", n, l, float64(n)/float64(buckets))
+		}
+		if l > 1 && n <= rankBucketAvg*buckets/rankFan {
+			t.Errorf("%d backends: %d levels, one too many", n, l)
+		}
+		if l > rankMaxLevels {
+			t.Errorf("%d backends: %d levels, more than %d", n, l, rankMaxLevels)
+		}
+	}
+}
