@@ -31,6 +31,18 @@
 // and is rejected as overloaded if there is none. After MaxWait in total it is
 // rejected as overloaded. It never overflows to a backend without a free slot.
 //
+// Above 256 backends (rankFlatMax) pulsar-waw ranks by a rank tree instead
+// of scoring every backend: weighted rendezvous over a trie of the
+// backends' keys, drawn as an exponential race from the root down (see
+// rankTree). Its ranking has the same law as flat rendezvous (the first
+// backend is b with probability w_b/W, and so on down the band), but not
+// the same draw, so a session's backend differs from the flat ranking's;
+// a weight change moves sessions only to or from the changed backend's
+// subtree. The top backend, the best-ranked free one and the band cost
+// O(log n) hashes instead of one per backend. pulsar-waw-tps and prefix
+// rank the same way; the routing study's fleets (20 and 200 backends) rank
+// flat, as before.
+//
 // Weights. pulsar-waw weights by the backend's configured capacity (25 x
 // workers; Params.Weight = "capacity"). pulsar-waw-tps (Params.Weight =
 // "max-input-tps") weights by the gateway's maximum input TPS, in our reading
@@ -84,10 +96,14 @@
 // without changing a decision: Watcher (waw, pulsar-waw) names the backends
 // whose free slot would end a wait, so a router asks a waiting request again
 // only when one of them frees a slot or the backends' eligibility or weights
-// change; Tracker (least-request, random, waw's overflow) keeps a segment
-// tree over the eligible backends that the router keeps current, for picks
-// in O(log n); ErrorBlind (all but pressure) tells the router it need not
-// decay every backend's error rate before a pick.
+// change; Tracker (least-request, random, waw's overflow: a segment tree;
+// pulsar-waw, pulsar-waw-tps and prefix above 256 backends: the rank tree)
+// keeps an index over the backends that the router keeps current, for
+// picks in O(log n) (a policy never told of the views builds the rank tree
+// for each pick, with the same decisions); ErrorBlind (all but pressure)
+// tells the router it need not decay every backend's error rate before a
+// pick. Pressure's pick stays O(n): its weights come from every backend's
+// signals at each pick.
 //
 // Every policy skips backends listed in Request.Exclude (those that already
 // refused this request) while any other backend is eligible. A router, live

@@ -6,12 +6,13 @@ import (
 )
 
 // Tracker is implemented by policies that keep an index over the views
-// (least-request, random, waw's overflow) instead of scanning every view on
-// every pick. A router that calls Track promises to call Touched after
-// every later change of a view's Eligible, Capacity, Active, Waiting or
-// Pending, and Track again whenever backends join or leave; the picks then
-// cost O(log n) instead of O(n), with the same decisions. A policy that was
-// never tracked, or is handed views of another length, scans.
+// (least-request, random, waw's overflow; pulsar-waw's rank tree) instead
+// of scanning every view on every pick. A router that calls Track promises
+// to call Touched after every later change of a view's Eligible, Capacity,
+// Active, Waiting, Pending or MaxInputTPS, and Track again whenever
+// backends join or leave; the picks then cost O(log n) instead of O(n),
+// with the same decisions. A policy that was never tracked, or is handed
+// views of another length, scans.
 type Tracker interface {
 	// Track indexes views, the slice later picks will be given.
 	Track(views []View)

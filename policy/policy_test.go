@@ -303,12 +303,41 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-// BenchmarkPick is every policy's pick at 20, 1,000 and 10,000 backends.
+// pickPolicy is a registered policy for BenchmarkPick; flat: with the flat
+// ranking (PulsarWaW.flat) at every size.
+type pickPolicy struct {
+	name string
+	flat bool
+}
+
+func (p pickPolicy) String() string {
+	if p.flat {
+		return p.name + "-flat"
+	}
+	return p.name
+}
+
+// pickPolicies are every registered policy, then those that rank by
+// weighted rendezvous again with the flat ranking.
+func pickPolicies() []pickPolicy {
+	var out []pickPolicy
+	for _, name := range NewRegistry().Names() {
+		out = append(out, pickPolicy{name: name})
+	}
+	for _, name := range []string{"prefix", "pulsar-waw", "pulsar-waw-tps"} {
+		out = append(out, pickPolicy{name: name, flat: true})
+	}
+	return out
+}
+
+// BenchmarkPick is every policy's pick at 20, 1,000 and 10,000 backends;
+// the -flat variants rank flat at every size (as before the rank tree).
 func BenchmarkPick(b *testing.B) {
 	for _, n := range []int{20, 1000, 10000} {
 		bs := backends(n)
-		for _, name := range NewRegistry().Names() {
-			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+		for _, pol := range pickPolicies() {
+			name, flat := pol.name, pol.flat
+			b.Run(fmt.Sprintf("%s/%d", pol, n), func(b *testing.B) {
 				p := newPolicy(b, name, bs)
 				vs := views(bs, 100)
 				for i := range vs {
@@ -318,6 +347,16 @@ func BenchmarkPick(b *testing.B) {
 				vs[n/2].Active = 0
 				if tr, ok := p.(Tracker); ok {
 					tr.Track(vs) // as a router does (router.Router tells it every change)
+				}
+				if flat { // the ranking before the rank tree, for comparison
+					switch p := p.(type) {
+					case *PulsarWaW:
+						p.flat, p.tree = true, nil
+					case *Prefix:
+						p.pw.flat, p.pw.tree = true, nil
+					default:
+						b.Skip("no flat ranking")
+					}
 				}
 				r := &Request{QueuedAt: -1, Arrived: 0}
 				b.ReportAllocs()

@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/stargate-llm/stargate/prefix"
@@ -79,12 +81,25 @@ type Prefix struct {
 	matched []int32     // scratch: matched blocks by index ID
 	// Scratch by view position: held prefix, rank score and its bound.
 	prefix, scores, bounds []float64
+	// pos is each index ID's view position (-1: none), for the rank tree's
+	// picks; cand their scratch.
+	pos  []int32
+	cand []prefixCand
+}
+
+// prefixCand is a backend holding a prefix that counts, for a pick over the
+// rank tree: its position, the blocks it holds and its rendezvous time.
+type prefixCand struct {
+	pos int
+	m   int32
+	t   float64
 }
 
 var (
 	_ Policy         = (*Prefix)(nil)
 	_ Membership     = (*Prefix)(nil)
 	_ WeightReporter = (*Prefix)(nil)
+	_ Tracker        = (*Prefix)(nil)
 )
 
 // NewPrefix returns the policy over backends, in the views' order.
@@ -137,7 +152,21 @@ func (pp *Prefix) SetBackends(backends []Backend, from []int) {
 		}
 	}
 	pp.ids = ids
+	pp.pos = pp.pos[:0]
+	for i, id := range ids {
+		for int(id) >= len(pp.pos) {
+			pp.pos = append(pp.pos, -1)
+		}
+		pp.pos[id] = int32(i)
+	}
 }
+
+// Track implements Tracker: pulsar-waw's rank tree, which orders the
+// backends above rankFlatMax.
+func (pp *Prefix) Track(views []View) { pp.pw.Track(views) }
+
+// Touched implements Tracker.
+func (pp *Prefix) Touched(views []View, i int) { pp.pw.Touched(views, i) }
 
 // Pick implements Policy.
 func (pp *Prefix) Pick(now time.Duration, r *Request, views []View) Decision {
@@ -178,6 +207,9 @@ func (pp *Prefix) pick(now time.Duration, r *Request, views []View) Decision {
 	pp.matched, best = pp.idx.MatchAtLeast(r.Blocks, minBlocks, now, pp.matched)
 	if best == 0 {
 		return pp.pw.Pick(now, r, views)
+	}
+	if t := pp.pw.treeFor(views); t != nil {
+		return pp.pickTree(t, now, r, views)
 	}
 	strict := anyEligible(r, views)
 	outstanding, capacity := 0, 0
@@ -243,6 +275,73 @@ func (pp *Prefix) pick(now time.Duration, r *Request, views []View) Decision {
 			}
 		}
 		return rank
+	})
+}
+
+// pickTree is pick over pulsar-waw's rank tree: the backends holding a
+// prefix that counts rank first, by the blocks they hold and then by the
+// tree's order, and every other backend after them in the tree's order.
+// Only the backends holding a prefix are visited (pp.matched, by index
+// ID, is scanned once: 4 bytes per backend).
+func (pp *Prefix) pickTree(t *rankTree, now time.Duration, r *Request, views []View) Decision {
+	t.exclusions(r)
+	outstanding, capacity := t.sumOut, t.sumCap
+	for _, x := range t.ex {
+		outstanding -= t.out[x]
+		capacity -= t.capa[x]
+	}
+	limit := float64(outstanding)/float64(max(capacity, 1)) + pp.p.Prefix.LoadSlack
+	cand := pp.cand[:0]
+	for id, m := range pp.matched {
+		if m == 0 || id >= len(pp.pos) || pp.pos[id] < 0 {
+			continue
+		}
+		i := int(pp.pos[id])
+		if !t.isElig[i] || t.excluded(int32(i)) || views[i].Utilization() > limit {
+			continue
+		}
+		cand = append(cand, prefixCand{pos: i, m: m, t: t.timeOf(r.Session, i)})
+	}
+	slices.SortFunc(cand, func(a, b prefixCand) int {
+		if a.m != b.m {
+			return cmp.Compare(b.m, a.m)
+		}
+		if c := cmp.Compare(a.t, b.t); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.pos, b.pos)
+	})
+	pp.cand = cand
+	if len(cand) == 0 {
+		return pp.pw.pickTree(t, now, r, views)
+	}
+	top, free, freeAt := cand[0].pos, -1, -1
+	for k, c := range cand {
+		if views[c.pos].Free() {
+			free, freeAt = c.pos, k
+			break
+		}
+	}
+	if free == top {
+		return dispatch(top)
+	}
+	var tf float64
+	if free < 0 {
+		free, tf = t.bestFree(r.Session)
+	}
+	return bandDecide(pp.p, now, r, views, top, free, func(limit int) int {
+		if freeAt >= 0 {
+			return min(freeAt, limit)
+		}
+		if len(cand) >= limit {
+			return limit
+		}
+		// The candidates rank before the free backend; skip them in the
+		// tree's order.
+		for _, c := range cand {
+			t.ex = append(t.ex, c.pos)
+		}
+		return len(cand) + t.countBefore(r.Session, tf, limit-len(cand))
 	})
 }
 

@@ -191,10 +191,19 @@ func TestPrefixParamsValidate(t *testing.T) {
 // one backend holds, over backends whose indexes are full (each holds
 // 40,000 tokens per slot x 50 slots in 512-token blocks).
 func BenchmarkPrefixPick(b *testing.B) {
-	for _, n := range []int{20, 1000} {
-		b.Run(fmt.Sprintf("backends=%d", n), func(b *testing.B) {
+	for _, c := range []struct {
+		n    int
+		flat bool
+	}{{20, false}, {1000, false}, {1000, true}} {
+		n := c.n
+		name := fmt.Sprintf("backends=%d", n)
+		if c.flat {
+			name += "/flat" // the ranking before the rank tree
+		}
+		b.Run(name, func(b *testing.B) {
 			bs := backends(n)
 			pp := newPrefix(b, bs, nil)
+			pp.pw.flat = c.flat
 			vs := views(bs, 50)
 			for i := range vs {
 				vs[i].Active = i % 40
@@ -211,6 +220,7 @@ func BenchmarkPrefixPick(b *testing.B) {
 			pp.record(0, &Request{Blocks: held, BlockTokens: 512}, &vs[n/2], pp.ids[n/2])
 			blocks := append(slices.Clone(held), seq(1<<40, 1<<40+8)...)
 			r := &Request{QueuedAt: -1, Blocks: blocks, BlockTokens: 512}
+			pp.Track(vs)
 			b.ReportAllocs()
 			cpu := cputime.Used()
 			for i := 0; b.Loop(); i++ {

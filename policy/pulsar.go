@@ -13,12 +13,22 @@ type PulsarWaW struct {
 	scores []float64 // scratch, one per view; reused across picks
 	bounds []float64 // scratch: each view's upper bound on its score
 	top    []float64 // scratch: Watch's highest scores
+	// Above rankFlatMax backends the ranking is a rankTree: tree, kept
+	// current by the router (Tracker), or scratch, built for one pick of
+	// views it was not told of.
+	tree, scratch *rankTree
+	// flat ranks every fleet flat; treeFrom, if set, ranks fleets of
+	// treeFrom backends or more by the tree (tests and benchmarks compare
+	// the two at any size).
+	flat     bool
+	treeFrom int
 }
 
 var _ Policy = (*PulsarWaW)(nil)
 
-// NewPulsarWaW returns the policy; it keeps no per-backend state, so backends
-// may come and go between picks.
+// NewPulsarWaW returns the policy; it keeps no per-backend state of its own,
+// so backends may come and go between picks, except that once tracked
+// (Tracker) it must be told of them by Track, as the contract says.
 func NewPulsarWaW(p Params, _ []Backend) *PulsarWaW { return &PulsarWaW{p: p, name: "pulsar-waw"} }
 
 // Name implements Policy.
@@ -73,7 +83,8 @@ func Score(session uint64, v *View, measured bool) float64 {
 // bound does not beat a score can never beat it exactly.
 const boundSlack = 1 + 1e-9
 
-// Pick implements Policy. It ranks every eligible backend by Score, but
+// Pick implements Policy. Above rankFlatMax backends it ranks by the rank
+// tree (pickTree). Otherwise it ranks every eligible backend by Score, but
 // computes the logarithm only for the few that can matter: since -ln(u) >=
 // 1-u, w/(1-u) bounds a backend's score from above, and a backend whose
 // bound does not beat the best score so far (the best free one's, for a free
@@ -81,6 +92,9 @@ const boundSlack = 1 + 1e-9
 // computed later only if the band's rank count needs it. The decisions are
 // those of scoring every backend exactly (TestPulsarPruningExact).
 func (pw *PulsarWaW) Pick(now time.Duration, r *Request, views []View) Decision {
+	if t := pw.treeFor(views); t != nil {
+		return pw.pickTree(t, now, r, views)
+	}
 	strict := anyEligible(r, views)
 	measured := pw.useMeasured(views)
 	pw.scores = grow(pw.scores, len(views))
@@ -127,6 +141,66 @@ func (pw *PulsarWaW) Pick(now time.Duration, r *Request, views []View) Decision 
 			}
 		}
 		return rank
+	})
+}
+
+// Track implements Tracker: above rankFlatMax backends, the rank tree.
+func (pw *PulsarWaW) Track(views []View) {
+	if !pw.ranksByTree(len(views)) {
+		pw.tree = nil
+		return
+	}
+	if pw.tree == nil {
+		pw.tree = &rankTree{}
+	}
+	pw.tree.build(views, pw.p.Weight != WeightCapacity)
+}
+
+// Touched implements Tracker.
+func (pw *PulsarWaW) Touched(views []View, i int) {
+	if pw.tree != nil && pw.tree.n == len(views) {
+		pw.tree.touched(views, i)
+	}
+}
+
+var _ Tracker = (*PulsarWaW)(nil)
+
+// ranksByTree reports whether n backends are ranked by the rank tree.
+func (pw *PulsarWaW) ranksByTree(n int) bool {
+	if pw.treeFrom > 0 {
+		return n >= pw.treeFrom
+	}
+	return !pw.flat && n > rankFlatMax
+}
+
+// treeFor is the rank tree for a pick over views, nil to rank them flat:
+// the tracked one, or one built now for views the policy was not told of
+// (the ranking is the same; the pick then costs O(n)).
+func (pw *PulsarWaW) treeFor(views []View) *rankTree {
+	if !pw.ranksByTree(len(views)) {
+		return nil
+	}
+	if pw.tree != nil && pw.tree.n == len(views) {
+		return pw.tree
+	}
+	if pw.scratch == nil {
+		pw.scratch = &rankTree{}
+	}
+	pw.scratch.build(views, pw.p.Weight != WeightCapacity)
+	return pw.scratch
+}
+
+// pickTree is Pick over a rank tree: the same band rule over the tree's
+// ranking, at a cost that does not grow with the fleet.
+func (pw *PulsarWaW) pickTree(t *rankTree, now time.Duration, r *Request, views []View) Decision {
+	t.exclusions(r)
+	top, _ := t.top(r.Session)
+	if top >= 0 && views[top].Free() {
+		return dispatch(top)
+	}
+	free, tf := t.bestFree(r.Session)
+	return bandDecide(pw.p, now, r, views, top, free, func(limit int) int {
+		return t.countBefore(r.Session, tf, limit)
 	})
 }
 

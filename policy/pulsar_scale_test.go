@@ -39,9 +39,10 @@ func randomViews(rng *rand.Rand, n int) []View {
 	return views
 }
 
-// TestPulsarPruningExact: pulsar-waw's pruned pick decides exactly as
-// scoring every backend does, over random fleets of 1 to 3,000 backends,
-// both weight sources, waits across the whole band, exclusions and queues.
+// TestPulsarPruningExact: pulsar-waw's pruned flat pick decides exactly as
+// scoring every backend does, over random fleets of 1 to 3,000 backends
+// (above rankFlatMax with the flat ranking forced), both weight sources,
+// waits across the whole band, exclusions and queues.
 func TestPulsarPruningExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 1))
 	for trial := range 3000 {
@@ -60,6 +61,11 @@ func TestPulsarPruningExact(t *testing.T) {
 			}
 		}
 		pw := NewPulsarWaW(p, nil)
+		if n > rankFlatMax { // the flat ranking, which the rank tree replaces above it
+			pw.flat = true
+		} else if trial%3 == 0 {
+			pw.Track(views) // at or below rankFlatMax, tracking changes nothing
+		}
 		for k := range 20 {
 			r := &Request{Session: rng.Uint64(), Arrived: 0, QueuedAt: -1}
 			if k%3 == 0 && n > 1 {

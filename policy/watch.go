@@ -54,6 +54,10 @@ func (pw *PulsarWaW) Watch(now time.Duration, r *Request, views []View, d Decisi
 		return out, false
 	}
 	band := 1 + int((now-r.Arrived)/pw.p.BandStep)
+	if t := pw.treeFor(views); t != nil {
+		t.exclusions(r)
+		return t.band(r.Session, band, out), pw.p.Weight != WeightCapacity
+	}
 	strict := anyEligible(r, views)
 	measured := pw.useMeasured(views)
 	// The band-th highest score, by a pruned pass like Pick's: a backend

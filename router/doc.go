@@ -15,8 +15,9 @@
 // weight, limit or models changed since); under a policy.Tracker the core
 // tells the policy of every change of a view, so it picks over an index
 // instead of scanning. Neither changes a decision; with them a stats message
-// and a pick cost the same at 20 backends and at 10,000 (pulsar-waw's and
-// pressure's own picks aside).
+// and a pick cost about the same at 20 backends and at 10,000 (pressure's
+// own pick aside; pulsar-waw's grows with log n above 256 backends, where
+// it ranks by policy's rank tree, kept current the same way).
 //
 // Backends are named by a BackendID for their whole life; Add and Remove
 // change membership without touching any other backend's state (a policy

@@ -56,6 +56,25 @@ func TestSteadyMatchesFullRetry(t *testing.T) {
 	}
 }
 
+// TestSteadyMatchesFullRetryLarge is TestSteadyMatchesFullRetry over
+// fleets large enough for pulsar-waw's rank tree (policy.Tracker above 256
+// backends): the tree the core keeps current through Touched decides as
+// one built afresh for every pick.
+func TestSteadyMatchesFullRetryLarge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 8))
+	for trial := range 4 {
+		name := []string{"pulsar-waw", "pulsar-waw-tps", "prefix"}[trial%3]
+		n := 257 + rng.IntN(150)
+		cfg := Config{}
+		if trial%2 == 1 {
+			cfg.HeartbeatTTL = 750 * time.Millisecond
+		}
+		t.Run(fmt.Sprintf("%d-%s-%d", trial, name, n), func(t *testing.T) {
+			steadyTrial(t, rng, name, n, cfg)
+		})
+	}
+}
+
 func steadyTrial(t *testing.T, rng *rand.Rand, name string, n int, cfg Config) {
 	bs := make([]policy.Backend, n)
 	rb := make([]Backend, n)

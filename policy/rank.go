@@ -1,0 +1,740 @@
+package policy
+
+import (
+	"math"
+	"slices"
+)
+
+// rankFlatMax is the largest fleet pulsar-waw ranks flat, scoring every
+// backend (about 5 ns each, BenchmarkPick); a larger fleet is ranked by a
+// rankTree, whose pick costs about the same at 1,000 and at 10,000
+// backends. The routing study's fleets (20 backends; 200 copied ten times)
+// stay below it, so their results are those of flat rendezvous to the digit.
+const rankFlatMax = 256
+
+// The rank tree's shape: each level splits a node by the next rankBits bits
+// of its backends' keys, and buckets (the last level) hold about
+// rankBucketAvg backends at most, on average.
+const (
+	rankBits      = 2
+	rankFan       = 1 << rankBits
+	rankBucketAvg = 8
+	// rankMinWeight is the least weight an eligible backend counts with in
+	// the tree (its time must stay finite).
+	rankMinWeight = 1e-6
+)
+
+// rankTree is weighted rendezvous over a trie of the backends' keys: the
+// root splits the fleet by the top rankBits bits of each backend's Key, its
+// children by the next ones, down to buckets of about rankBucketAvg
+// backends. A node's weight is the sum of its eligible backends' weights
+// (each at least rankMinWeight).
+//
+// A session ranks the backends as an exponential race: backend b finishes
+// at time E_b/w_b in flat rendezvous (E_b = -ln u(s,b), an exponential of
+// rate 1), and ranks by finishing order. The tree draws the race top-down
+// instead: a node's first finisher finishes at the node's time T (the
+// root's is 0); its children run a weighted rendezvous among themselves,
+// X_c = -ln u(s,c)/W_c, the winner (least X) inherits T and every other
+// child c starts its own race at T + X_c - min X. By the exponential's lack
+// of memory this is the same law as the flat race: the first backend is b
+// with probability w_b/W, and every later rank too is drawn as flat
+// rendezvous draws it. It is not the same draw: which backend a session gets
+// differs from flat rendezvous, so the tree is used only above rankFlatMax.
+//
+// A backend's time is a sum of hashed terms along its path, and a node's
+// time bounds its backends' from below, so the backends can be enumerated
+// in rank order with a heap of nodes without scoring the others: the top
+// backend costs one rendezvous per level (rankFan children, then a
+// bucket), and each later rank about as much again. Free slots are counted
+// per node, so the best-ranked free backend is found without visiting full
+// subtrees; counting the backends ranked before a time need not descend a
+// node whose own time is before it (it holds at least one).
+//
+// Changing a backend's weight changes its ancestors' weights only, so a
+// session moves only where one of those nodes' rendezvous changes its
+// winner: to or from the changed backend's subtree (minimal disruption at
+// each level; a session drawn into the subtree lands on whichever of its
+// backends ranks first). Nodes are named by key prefix, not by position, so
+// a backend joining or leaving changes only its own ancestors' weights, and
+// a deeper tree (a larger fleet) splits buckets without renaming the nodes
+// above them.
+//
+// A rankTree is kept current by Touched (see Tracker); it is deterministic:
+// its weights are sums recomputed from their members, never running
+// totals, so the same views give the same tree whatever their history.
+type rankTree struct {
+	n      int
+	levels int // the buckets' level; the root is level 0
+	useTPS bool
+	// Per node, level by level (level l starts at off[l] and holds
+	// rankFan^l nodes; node p's children are p*rankFan...).
+	off  []int
+	wsum []float64 // weight of the eligible members
+	elig []int32   // eligible members
+	free []int32   // eligible members with a free slot
+	nkey []uint64  // the node's rendezvous key
+	// Buckets: the positions of bucket k are mem[start[k]:start[k+1]],
+	// in increasing order.
+	start []int32
+	mem   []int32
+	// Per backend, by position.
+	bucket []int32
+	key    []uint64
+	w      []float64 // its weight if eligible, else 0
+	isElig []bool
+	isFree []bool
+	hasTPS []bool
+	// unmeasured counts the eligible backends without a measured input TPS;
+	// measured is whether the weights are the measured ones (useTPS and
+	// unmeasured == 0).
+	unmeasured int
+	measured   bool
+	// The eligible backends' outstanding requests and capacities (at least
+	// 1 each), in all and per backend (0 if not eligible).
+	sumOut, sumCap int
+	out, capa      []int
+	// Scratch, reused across picks.
+	heap  []rankItem
+	arena []rankItem
+	ex    []int
+	buf   []rankItem
+	cur   []int32
+	kids  [rankFan]int32
+}
+
+// rankItem is a node (or, if leaf, a backend's position) and its time, or
+// (!exact) a lower bound on it; then its time is T + (x - lo), x its
+// rendezvous term.
+type rankItem struct {
+	t, T, lo float64
+	id       int32
+	// next is the sibling after it in key order (an index in the arena of
+	// rankTree.next), -1 for none.
+	next  int32
+	leaf  bool
+	exact bool
+}
+
+// before orders items by time; at equal times bounds come first (they may
+// turn out equal), then nodes (a node's time bounds its backends'), then
+// backends by position.
+func (a rankItem) before(b rankItem) bool {
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	if a.exact != b.exact {
+		return !a.exact
+	}
+	if a.leaf != b.leaf {
+		return !a.leaf
+	}
+	return a.id < b.id
+}
+
+// rankMaxLevels bounds the depth (a bucket's index, rankBits per level,
+// must fit an int32): past 8 x 4^11, some 34 million backends, the buckets
+// grow instead.
+const rankMaxLevels = 12
+
+// rankLevels is the depth of the buckets for n backends.
+func rankLevels(n int) int {
+	l, nodes := 1, rankFan
+	for n > rankBucketAvg*nodes && l < rankMaxLevels {
+		l++
+		nodes *= rankFan
+	}
+	return l
+}
+
+// nodeKey is the rendezvous key of the node at level l with key prefix p.
+func nodeKey(l int, p uint64) uint64 { return mix(uint64(l)<<58 ^ p ^ 0x7a3c_5e1d_b6f0_4a29) }
+
+// build (re)makes t over views, reusing its arrays; useTPS: the weights are
+// measured input TPS once every eligible backend has one.
+func (t *rankTree) build(views []View, useTPS bool) {
+	n := len(views)
+	t.n, t.useTPS = n, useTPS
+	t.levels = rankLevels(n)
+	t.off = t.off[:0]
+	total, nodes := 0, 1
+	for l := 0; l <= t.levels; l++ {
+		t.off = append(t.off, total)
+		total += nodes
+		nodes *= rankFan
+	}
+	buckets := nodes / rankFan
+	t.wsum = resize(t.wsum, total)
+	t.elig = resize(t.elig, total)
+	t.free = resize(t.free, total)
+	t.nkey = resize(t.nkey, total)
+	for l := 0; l <= t.levels; l++ {
+		end := total
+		if l < t.levels {
+			end = t.off[l+1]
+		}
+		for i := t.off[l]; i < end; i++ {
+			t.nkey[i] = nodeKey(l, uint64(i-t.off[l]))
+		}
+	}
+	t.start = resize(t.start, buckets+1)
+	clear(t.start)
+	t.mem = resize(t.mem, n)
+	t.bucket = resize(t.bucket, n)
+	t.key = resize(t.key, n)
+	t.w = resize(t.w, n)
+	t.isElig = resize(t.isElig, n)
+	t.isFree = resize(t.isFree, n)
+	t.hasTPS = resize(t.hasTPS, n)
+	t.out = resize(t.out, n)
+	t.capa = resize(t.capa, n)
+	t.sumOut, t.sumCap = 0, 0
+	shift := 64 - rankBits*t.levels
+	t.unmeasured = 0
+	for i := range views {
+		v := &views[i]
+		t.key[i] = v.Key
+		t.bucket[i] = int32(v.Key >> shift)
+		t.start[t.bucket[i]+1]++
+		t.isElig[i], t.isFree[i], t.hasTPS[i] = v.Eligible, v.Eligible && v.Free(), v.MaxInputTPS > 0
+		if v.Eligible && !t.hasTPS[i] {
+			t.unmeasured++
+		}
+		t.setLoad(i, v)
+	}
+	for k := range buckets {
+		t.start[k+1] += t.start[k]
+	}
+	t.cur = resize(t.cur, buckets)
+	copy(t.cur, t.start)
+	for i := range views { // in increasing position within each bucket
+		k := t.bucket[i]
+		t.mem[t.cur[k]] = int32(i)
+		t.cur[k]++
+	}
+	t.measured = t.useTPS && t.unmeasured == 0
+	for i := range views {
+		t.w[i] = t.weight(&views[i])
+	}
+	t.sumAll()
+}
+
+// resize returns s with length n, reusing its array when it is large enough.
+func resize[E any](s []E, n int) []E {
+	if cap(s) < n {
+		return make([]E, n)
+	}
+	return s[:n]
+}
+
+// weight is v's weight in the tree: 0 if it is not eligible.
+func (t *rankTree) weight(v *View) float64 {
+	if !v.Eligible {
+		return 0
+	}
+	return max(weightOf(v, t.measured), rankMinWeight)
+}
+
+// sumAll recomputes every node's sums from the backends.
+func (t *rankTree) sumAll() {
+	bl := t.off[t.levels]
+	for k := range len(t.start) - 1 {
+		t.sumBucket(bl + k)
+	}
+	for l := t.levels - 1; l >= 0; l-- {
+		for i := t.off[l]; i < t.off[l+1]; i++ {
+			t.sumNode(l, i)
+		}
+	}
+}
+
+// sumBucket recomputes bucket node i's sums from its members.
+func (t *rankTree) sumBucket(i int) {
+	k := i - t.off[t.levels]
+	var w float64
+	var e, f int32
+	for _, m := range t.mem[t.start[k]:t.start[k+1]] {
+		w += t.w[m]
+		if t.isElig[m] {
+			e++
+		}
+		if t.isFree[m] {
+			f++
+		}
+	}
+	t.wsum[i], t.elig[i], t.free[i] = w, e, f
+}
+
+// sumNode recomputes node i (of level l, above the buckets) from its
+// children.
+func (t *rankTree) sumNode(l, i int) {
+	c := t.off[l+1] + (i-t.off[l])*rankFan
+	var w float64
+	var e, f int32
+	for j := c; j < c+rankFan; j++ {
+		w += t.wsum[j]
+		e += t.elig[j]
+		f += t.free[j]
+	}
+	t.wsum[i], t.elig[i], t.free[i] = w, e, f
+}
+
+// touched updates backend i from views[i].
+func (t *rankTree) touched(views []View, i int) {
+	v := &views[i]
+	if v.Key != t.key[i] { // not our views: start again
+		t.build(views, t.useTPS)
+		return
+	}
+	wasUnmeasured := t.isElig[i] && !t.hasTPS[i]
+	t.isElig[i], t.isFree[i], t.hasTPS[i] = v.Eligible, v.Eligible && v.Free(), v.MaxInputTPS > 0
+	t.sumOut -= t.out[i]
+	t.sumCap -= t.capa[i]
+	t.setLoad(i, v)
+	if isUnmeasured := t.isElig[i] && !t.hasTPS[i]; isUnmeasured != wasUnmeasured {
+		if isUnmeasured {
+			t.unmeasured++
+		} else {
+			t.unmeasured--
+		}
+	}
+	if m := t.useTPS && t.unmeasured == 0; m != t.measured { // every weight changes
+		t.measured = m
+		for j := range views {
+			t.w[j] = t.weight(&views[j])
+		}
+		t.sumAll()
+		return
+	}
+	t.w[i] = t.weight(v)
+	node := t.off[t.levels] + int(t.bucket[i])
+	t.sumBucket(node)
+	for l := t.levels - 1; l >= 0; l-- {
+		node = t.off[l] + (node-t.off[l+1])/rankFan
+		t.sumNode(l, node)
+	}
+}
+
+// setLoad records backend i's outstanding requests and capacity (v's if
+// it is eligible, else 0) and adds them to the sums.
+func (t *rankTree) setLoad(i int, v *View) {
+	t.out[i], t.capa[i] = 0, 0
+	if v.Eligible {
+		t.out[i], t.capa[i] = v.Outstanding(), max(v.Capacity, 1)
+	}
+	t.sumOut += t.out[i]
+	t.sumCap += t.capa[i]
+}
+
+// timeOf is backend i's time in the session's race (see rankTree): the
+// sum, along its path, of how far its ancestor (and it) lost each
+// rendezvous by. i must be eligible.
+func (t *rankTree) timeOf(session uint64, i int) float64 {
+	var T float64
+	shift := 64 - rankBits*t.levels
+	node := 0
+	for l := 0; l <= t.levels; l++ {
+		var want int32
+		if l == t.levels {
+			want = int32(i)
+		} else {
+			want = int32(t.off[l+1] + int(t.key[i]>>shift>>(rankBits*(t.levels-l-1))))
+		}
+		out, _ := t.children(session, l, node, T, false)
+		for _, c := range out {
+			if c.id == want {
+				T = t.exactTime(session, c)
+				break
+			}
+		}
+		node = int(want)
+	}
+	return T
+}
+
+// exclusions sets t.ex to r's excluded positions that are eligible (sorted,
+// without repeats) and reports whether some eligible backend is not
+// excluded (eligible's strict mode); when it is not, t.ex is emptied, as
+// the exclusions then do not count.
+func (t *rankTree) exclusions(r *Request) bool {
+	ex := t.ex[:0]
+	for _, x := range r.Exclude {
+		if x >= 0 && x < t.n && t.isElig[x] {
+			ex = append(ex, x)
+		}
+	}
+	slices.Sort(ex)
+	ex = slices.Compact(ex)
+	strict := int(t.elig[0]) > len(ex)
+	if !strict {
+		ex = ex[:0]
+	}
+	t.ex = ex
+	return strict
+}
+
+// excluded reports whether position i is in t.ex.
+func (t *rankTree) excluded(i int32) bool {
+	for _, x := range t.ex {
+		if x == int(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// hashTime is the rendezvous term of a key of weight w for a session.
+func hashTime(session, key uint64, w float64) float64 {
+	return -math.Log(unit(mix(session^key))) / w
+}
+
+// lowSlack lowers the cheap bound on -ln(u) (see hashLow) far below the
+// rounding error of either expression, so that it never exceeds the
+// logarithm as computed.
+const lowSlack = 1 - 1e-9
+
+// hashLow bounds hashTime from below without a logarithm: with v = 1-u,
+// -ln(u) = v + v^2/2 + v^3/3 + ... >= v + v^2/2 + v^3/3.
+func hashLow(session, key uint64, w float64) float64 {
+	v := 1 - unit(mix(session^key))
+	return v * (1 + v*(0.5+v/3)) * lowSlack / w
+}
+
+// childKey is child c's rendezvous key and weight (a node, or a backend's
+// position if leaf).
+func (t *rankTree) childKey(c int32, leaf bool) (uint64, float64) {
+	if leaf {
+		return t.key[c], t.w[c]
+	}
+	return t.nkey[c], t.wsum[c]
+}
+
+// exactTime is item c's time (see rankTree), computing its logarithm if
+// it was only bounded.
+func (t *rankTree) exactTime(session uint64, c rankItem) float64 {
+	if c.exact {
+		return c.t
+	}
+	k, w := t.childKey(c.id, c.leaf)
+	return c.T + (hashTime(session, k, w) - c.lo)
+}
+
+// children sets t.buf to the eligible children of node i (level l), a
+// node of time T, each with its time, or a lower bound on it where the
+// logarithm was not needed to find the winner (the least rendezvous term,
+// whose time is T); with freeOnly, only those holding a free backend. It
+// returns t.buf and the winner's index in it (-1 if the winner holds no
+// free backend under freeOnly).
+func (t *rankTree) children(session uint64, l, i int, T float64, freeOnly bool) ([]rankItem, int) {
+	out := t.buf[:0]
+	lo, win, winFree := math.Inf(1), int32(-1), false
+	leaf := l == t.levels
+	var ids []int32
+	if leaf {
+		k := i - t.off[l]
+		ids = t.mem[t.start[k]:t.start[k+1]]
+	} else {
+		ids = t.kids[:rankFan]
+		c := int32(t.off[l+1] + (i-t.off[l])*rankFan)
+		for j := range ids {
+			ids[j] = c + int32(j)
+		}
+	}
+	for _, id := range ids {
+		var key uint64
+		var w float64
+		var hasFree bool
+		if leaf {
+			key, w, hasFree = t.key[id], t.w[id], t.isFree[id]
+		} else {
+			key, w, hasFree = t.nkey[id], t.wsum[id], t.free[id] > 0
+		}
+		if w == 0 {
+			continue
+		}
+		x, exact := hashLow(session, key, w), false
+		if x < lo || (x == lo && id < win) {
+			x, exact = hashTime(session, key, w), true
+			if x < lo || (x == lo && id < win) {
+				lo, win, winFree = x, id, hasFree
+			}
+		}
+		if !freeOnly || hasFree {
+			out = append(out, rankItem{t: x, id: id, leaf: leaf, exact: exact})
+		}
+	}
+	at := -1
+	for k := range out {
+		it := &out[k]
+		if it.id == win {
+			it.t, it.exact, at = T, true, k
+			continue
+		}
+		it.T, it.lo = T, lo
+		it.t = T + (it.t - lo)
+	}
+	t.buf = out
+	if freeOnly && !winFree {
+		at = -1
+	}
+	return out, at
+}
+
+// levelOf is the level of node i.
+func (t *rankTree) levelOf(i int) int {
+	l := t.levels
+	for i < t.off[l] {
+		l--
+	}
+	return l
+}
+
+// winner is the child of node i (level l) with the least rendezvous term
+// (ties to the lowest id), with the logarithm computed only for the
+// children whose bound can beat the best so far; -1 if none is eligible.
+func (t *rankTree) winner(session uint64, l, i int) int32 {
+	lo, win := math.Inf(1), int32(-1)
+	if l == t.levels {
+		k := i - t.off[l]
+		for _, m := range t.mem[t.start[k]:t.start[k+1]] {
+			w := t.w[m]
+			if w == 0 || hashLow(session, t.key[m], w) > lo {
+				continue
+			}
+			if x := hashTime(session, t.key[m], w); x < lo || (x == lo && m < win) {
+				lo, win = x, m
+			}
+		}
+		return win
+	}
+	c := t.off[l+1] + (i-t.off[l])*rankFan
+	for j := int32(c); j < int32(c+rankFan); j++ {
+		if t.elig[j] == 0 {
+			continue
+		}
+		w := t.wsum[j]
+		if hashLow(session, t.nkey[j], w) > lo {
+			continue
+		}
+		if x := hashTime(session, t.nkey[j], w); x < lo || (x == lo && j < win) {
+			lo, win = x, j
+		}
+	}
+	return win
+}
+
+// top is the session's top-ranked backend, skipping t.ex, and its time;
+// -1 if no backend is eligible. The winner at each level inherits its
+// parent's time, so without exclusions this is one descent.
+func (t *rankTree) top(session uint64) (int, float64) {
+	if t.elig[0] == 0 {
+		return -1, 0
+	}
+	i := 0
+	for l := 0; l < t.levels; l++ {
+		i = int(t.winner(session, l, i))
+	}
+	if b := t.winner(session, t.levels, i); !t.excluded(b) {
+		return int(b), 0
+	}
+	t.restart()
+	return t.next(session, false, math.Inf(1))
+}
+
+// bestFree is the session's best-ranked backend with a free slot, skipping
+// t.ex, and its time; -1 if none.
+func (t *rankTree) bestFree(session uint64) (int, float64) {
+	if t.free[0] == 0 {
+		return -1, 0
+	}
+	t.restart()
+	return t.next(session, true, math.Inf(1))
+}
+
+// restart empties the heap and puts the root in it.
+func (t *rankTree) restart() {
+	t.heap, t.arena = t.heap[:0], t.arena[:0]
+	t.push(rankItem{id: 0, next: -1, exact: true})
+}
+
+// next pops the heap in time order, expanding nodes (with freeOnly, only
+// those holding a free backend), until a backend not in t.ex comes out;
+// it returns it and its time, or -1 once the heap is empty or its first
+// item's time is not below stop (nothing it holds ranks before stop).
+//
+// The heap holds, of each expanded node's children, only the first not yet
+// taken in the order of their keys (the children are sorted once into the
+// arena, each linked to the next): taking one puts the next in, so a pick
+// pushes about two items per item it takes, not every child.
+func (t *rankTree) next(session uint64, freeOnly bool, stop float64) (int, float64) {
+	for len(t.heap) > 0 {
+		if t.heap[0].t >= stop {
+			return -1, 0
+		}
+		it := t.pop()
+		if it.next >= 0 {
+			t.push(t.arena[it.next])
+			it.next = -1
+		}
+		if !it.exact {
+			it.t, it.exact = t.exactTime(session, it), true
+			t.push(it)
+			continue
+		}
+		if it.leaf {
+			if t.excluded(it.id) {
+				continue
+			}
+			return int(it.id), it.t
+		}
+		out, _ := t.children(session, t.levelOf(int(it.id)), int(it.id), it.t, freeOnly)
+		n := 0
+		for _, c := range out { // drop what cannot come out; insertion sort the rest
+			if c.t >= stop {
+				continue
+			}
+			k := n
+			for ; k > 0 && c.before(out[k-1]); k-- {
+				out[k] = out[k-1]
+			}
+			out[k] = c
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		base := int32(len(t.arena))
+		for k := range n {
+			out[k].next = -1
+			if k+1 < n {
+				out[k].next = base + int32(k) + 1
+			}
+		}
+		t.arena = append(t.arena, out[:n]...)
+		t.push(t.arena[base])
+	}
+	return -1, 0
+}
+
+// countBefore counts the backends not in t.ex ranked strictly before time
+// tf, stopping at limit. It need not reach them: a node whose time is
+// before tf holds at least one backend before tf (its first), so it counts
+// one without being expanded, unless it holds an excluded backend; a node
+// is expanded (its count replaced by its children's) only while the count
+// is below limit.
+func (t *rankTree) countBefore(session uint64, tf float64, limit int) int {
+	if tf <= 0 {
+		return 0
+	}
+	stack := append(t.heap[:0], rankItem{id: 0, exact: true})
+	known := 0
+	if !t.holdsExcluded(0, 0) {
+		known = 1
+	}
+	for len(stack) > 0 && known < limit {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		l := t.levelOf(int(it.id))
+		if !t.holdsExcluded(l, int(it.id)) {
+			known-- // replaced by its children's count
+		}
+		out, _ := t.children(session, l, int(it.id), it.t, false)
+		for _, c := range out {
+			if c.t >= tf {
+				continue // a lower bound: nothing in it ranks before tf
+			}
+			if !c.exact {
+				if c.t = t.exactTime(session, c); c.t >= tf {
+					continue
+				}
+				c.exact = true
+			}
+			switch {
+			case c.leaf:
+				if !t.excluded(c.id) {
+					known++
+				}
+			case t.holdsExcluded(l+1, int(c.id)):
+				stack = append(stack, c)
+			default:
+				known++
+				stack = append(stack, c)
+			}
+		}
+	}
+	t.heap = stack[:0]
+	return min(known, limit)
+}
+
+// holdsExcluded reports whether node i (of level l) holds a backend in t.ex.
+func (t *rankTree) holdsExcluded(l, i int) bool {
+	if len(t.ex) == 0 {
+		return false
+	}
+	if l == 0 {
+		return true
+	}
+	shift := 64 - rankBits*l
+	for _, x := range t.ex {
+		if int(t.key[x]>>shift) == i-t.off[l] {
+			return true
+		}
+	}
+	return false
+}
+
+// band appends to out the session's k top-ranked backends not in t.ex and
+// those tied with the k-th.
+func (t *rankTree) band(session uint64, k int, out []int) []int {
+	t.restart()
+	stop := math.Inf(1) // once the k-th is out: just above its time
+	for n := 0; ; n++ {
+		b, tb := t.next(session, false, stop)
+		if b < 0 {
+			return out
+		}
+		out = append(out, b)
+		if n == k-1 {
+			stop = math.Nextafter(tb, math.Inf(1))
+		}
+	}
+}
+
+// push adds it to the heap.
+func (t *rankTree) push(it rankItem) {
+	h := append(t.heap, it)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h[i].before(h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	t.heap = h
+}
+
+// pop removes the heap's first item.
+func (t *rankTree) pop() rankItem {
+	h := t.heap
+	it := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < len(h) && h[l].before(h[m]) {
+			m = l
+		}
+		if l+1 < len(h) && h[l+1].before(h[m]) {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	t.heap = h
+	return it
+}
