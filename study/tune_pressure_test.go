@@ -21,6 +21,8 @@ import (
 var (
 	tuneFlag = flag.Bool("tune", false, "run the pressure tuning search (TestTunePressure; several minutes)")
 	tuneOut  = flag.String("tune-out", "", "directory for the tuning result (tune.json, pressure.yaml, tune.md); empty: only the test log")
+	tuneN    = flag.Int("tune-seeds", 20, "training seeds of the tuning search: 11 to 10+N")
+	tuneR    = flag.Int("tune-rounds", 2, "the tuning search's rounds at most")
 )
 
 // TestCoordinateSearch: the search finds the minimum of a separable
@@ -78,15 +80,19 @@ func TestPressureYAMLRoundTrip(t *testing.T) {
 
 // TestTunePressure runs the tuning search of docs/pressure.md:
 //
-//	go test ./study -run TestTunePressure -tune -tune-out out/tune -v -timeout 2h
+//	go test ./study -run TestTunePressure -tune -tune-out out/tune -v -timeout 2h -tune-seeds 20 -tune-rounds 1
 //
-// training seeds 11-15, held-out seeds 1-5 (the resilience study's), from
+// training seeds 11 to 10+N (-tune-seeds, 20 by default), held-out seeds 1-5 (the resilience study's), from
 // the untuned values (policy.UntunedPressureParams). It prints the resulting pressure section.
 func TestTunePressure(t *testing.T) {
 	if !*tuneFlag {
 		t.Skip("the tuning search runs with -tune")
 	}
-	res, err := TunePressure(context.Background(), TuneOptions{Train: []uint64{11, 12, 13, 14, 15}, Test: []uint64{1, 2, 3, 4, 5},
+	var train []uint64
+	for s := range *tuneN {
+		train = append(train, uint64(11+s))
+	}
+	res, err := TunePressure(context.Background(), TuneOptions{Train: train, Test: []uint64{1, 2, 3, 4, 5}, Rounds: *tuneR,
 		Start: policy.UntunedPressureParams(), Log: func(s string) { t.Log(s) }})
 	if err != nil {
 		t.Fatal(err)
