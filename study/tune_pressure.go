@@ -331,8 +331,8 @@ func PressureYAML(pp policy.PressureParams) string {
 		fmt.Fprintf(&b, "    %s: %s\n", s, trimFloat(pp.Weights[s]))
 	}
 	n := pp.Norm
-	fmt.Fprintf(&b, "  norm:\n    ttft_full: %v\n    error_full: %s\n    rtt_full: %v\n    jitter_full: %v\n    temp_ok: %s\n    temp_max: %s\n    clock_drop_full: %s\n    queue_full: %s\n    overload_full: %s\n",
-		n.TTFTFull, trimFloat(n.ErrorFull), n.RTTFull, n.JitterFull, trimFloat(n.TempOK), trimFloat(n.TempMax), trimFloat(n.ClockDropFull), trimFloat(n.QueueFull), trimFloat(n.OverloadFull))
+	fmt.Fprintf(&b, "  norm:\n    ttft_full: %v\n    error_full: %s\n    rtt_full: %v\n    jitter_full: %v\n    temp_ok: %s\n    temp_max: %s\n    clock_drop_full: %s\n    queue_full: %s\n    overload_full: %s\n    busy_knee: %s\n",
+		n.TTFTFull, trimFloat(n.ErrorFull), n.RTTFull, n.JitterFull, trimFloat(n.TempOK), trimFloat(n.TempMax), trimFloat(n.ClockDropFull), trimFloat(n.QueueFull), trimFloat(n.OverloadFull), trimFloat(n.BusyKnee))
 	fmt.Fprintf(&b, "  projection:\n    max: %d\n    min: %d\n    hysteresis: %d\n", pp.Projector.Max, pp.Projector.Min, pp.Projector.Hysteresis)
 	st := pp.Sticky
 	fmt.Fprintf(&b, "  sticky:\n    sessions: %d\n    ttl: %v\n    move_score: %s\n    reprefill_tps: %s\n", st.Sessions, st.TTL, trimFloat(st.MoveScore), trimFloat(st.RePrefillTPS))
