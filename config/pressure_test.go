@@ -47,7 +47,7 @@ func TestFleetPressureSection(t *testing.T) {
 	}
 
 	// No section, or one that changes nothing: the defaults.
-	for _, doc := range []string{oneRegion, oneRegion + "pressure: {weights: {queue: 1}}\n"} {
+	for _, doc := range []string{oneRegion, oneRegion + "pressure: {weights: {queue: 0.25}}\n"} {
 		f, err := Parse("d.yaml", []byte(doc))
 		if err != nil {
 			t.Fatal(err)
@@ -93,7 +93,7 @@ func TestLoadPressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pp.Weights[telemetry.SigJitter] != 0 || pp.Projector.Hysteresis != 20 || pp.Sticky.Sessions != 0 || pp.Sticky.MoveScore != policy.DefaultStickyParams().MoveScore || pp.Weights[telemetry.SigErrors] != policy.DefaultPressureParams().Weights[telemetry.SigErrors] {
+	if pp.Weights[telemetry.SigJitter] != 0 || pp.Projector.Hysteresis != 20 || pp.Sticky.Sessions != 0 || pp.Sticky.MoveScore != policy.DefaultPressureParams().Sticky.MoveScore || pp.Weights[telemetry.SigErrors] != policy.DefaultPressureParams().Weights[telemetry.SigErrors] {
 		t.Errorf("got %+v", pp)
 	}
 	if _, err := LoadPressure(bad); err == nil || !strings.Contains(err.Error(), `unknown field "weight"`) {

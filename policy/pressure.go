@@ -21,29 +21,31 @@ type PressureParams struct {
 
 // DefaultPressureParams are the pressure policy's defaults, found by the
 // tuning search of docs/pressure.md (study.TunePressure: a coordinate search
-// on the resilience study's phases, training seeds 11-15, checked on the
-// held-out seeds 1-5) from telemetry's first, hand-set values
+// on the resilience study's phases, training seeds 11-30, one round, checked
+// on the held-out seeds 1-5) from the hand-set values with sticky sessions
 // (UntunedPressureParams):
 //
-//	weights  queue 1, kv 0.25, gpu/mem/sm/dram 0.05 each, errors 1, rtt 0.25; ttft, jitter and thermal 0
-//	norm     telemetry.DefaultNorm (queue full at a backlog of half the slots, busy share off)
+//	weights  queue 0.25, ttft 0.5, gpu/mem/sm/dram 0.05 each, errors 1, thermal 0.4, rtt 0.25, jitter 0.5; kv 0
+//	norm     telemetry.DefaultNorm with the busy share on above a knee of 0.2
 //	levels   1-100 with a hysteresis of 10
+//	sticky   65,536 sessions for 60 s; a session leaves only a backend that fails or cannot take it (move_score 1)
 //
 // A fleet file's pressure section, or a router's --pressure file, replaces
 // any part of them.
 func DefaultPressureParams() PressureParams {
 	pp := UntunedPressureParams()
 	w := &pp.Weights
-	w[telemetry.SigQueue], w[telemetry.SigKV], w[telemetry.SigErrors], w[telemetry.SigRTT] = 1, 0.25, 1, 0.25
-	w[telemetry.SigTTFT], w[telemetry.SigJitter], w[telemetry.SigThermal] = 0, 0, 0
-	pp.Sticky = DefaultStickyParams()
+	w[telemetry.SigQueue], w[telemetry.SigTTFT], w[telemetry.SigKV] = 0.25, 0.5, 0
+	w[telemetry.SigThermal], w[telemetry.SigRTT], w[telemetry.SigJitter] = 0.4, 0.25, 0.5
+	pp.Norm.BusyKnee = 0.2
+	pp.Sticky.MoveScore = 1
 	return pp
 }
 
 // UntunedPressureParams are telemetry's documented first values, fixed
 // before any measurement: telemetry.DefaultWeights, telemetry.DefaultNorm
-// and levels 1-100 with a hysteresis of 10. They are the tuning search's
-// start.
+// and levels 1-100 with a hysteresis of 10, with sticky sessions
+// (DefaultStickyParams). They are the tuning search's start.
 func UntunedPressureParams() PressureParams {
 	return PressureParams{Weights: telemetry.DefaultWeights(), Norm: telemetry.DefaultNorm(), Projector: telemetry.DefaultProjector(),
 		Sticky: DefaultStickyParams()}
