@@ -260,3 +260,45 @@ func TestStickyParamsValidate(t *testing.T) {
 	}
 	_ = telemetry.SigQueue
 }
+
+// TestPressureStickyThroughMembership: sessions name their backend by key,
+// so a reordering or a departure of other backends keeps them home, and
+// the departure of their own backend places them by the weights.
+func TestPressureStickyThroughMembership(t *testing.T) {
+	bs := backends(4)
+	p := stickyPressure(t, 4, nil)
+	vs := pressureViews(4)
+	home := map[uint64]uint64{}
+	for s := uint64(1); s <= 400; s++ {
+		home[s] = vs[p.Pick(0, &Request{Session: s, QueuedAt: -1}, vs).Backend].Key
+	}
+	// Backend 0 leaves; the others come back in reverse order.
+	kept := []int{3, 2, 1}
+	nbs, nvs := make([]Backend, len(kept)), make([]View, len(kept))
+	for i, k := range kept {
+		nbs[i], nvs[i] = bs[k], vs[k]
+		nvs[i].Index = i
+	}
+	p.SetBackends(nbs, kept)
+	nvs[0].Signals.TempC = 88 // backend 3's weight falls: only stickiness keeps its sessions there
+	for s := uint64(1); s <= 400; s++ {
+		got := nvs[p.Pick(time.Second, &Request{Session: s, QueuedAt: -1}, nvs).Backend].Key
+		if home[s] != bs[0].Key && got != home[s] {
+			t.Fatalf("session %d moved from its backend after a membership change", s)
+		}
+		if got == bs[0].Key {
+			t.Fatalf("session %d placed on the departed backend", s)
+		}
+	}
+	// Without stickiness, the same change moves some of backend 3's sessions.
+	q := stickyPressure(t, 4, func(pp *PressureParams) { pp.Sticky.Sessions = 0 })
+	moved := 0
+	for s := uint64(1); s <= 400; s++ {
+		if home[s] == bs[3].Key && nvs[q.Pick(time.Second, &Request{Session: s, QueuedAt: -1}, nvs).Backend].Key != home[s] {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Error("the weight change moves none of backend 3's sessions even without stickiness: the test shows nothing")
+	}
+}
