@@ -25,23 +25,29 @@ import (
 //	    max: 100
 //	    min: 1
 //	    hysteresis: 10
+//	  sticky:             # policy.StickyParams: sessions keep the backend holding their cache
+//	    sessions: 65536   # table bound per router; 0 turns stickiness off
+//	    ttl: 60s
+//	    move_score: 0.9
+//	    reprefill_tps: 0  # tokens/s of a re-prefill elsewhere; 0: no cost comparison
 type PressureSpec struct {
 	Weights    map[string]float64  `yaml:"weights"`
 	Norm       telemetry.Norm      `yaml:"norm"`
 	Projection telemetry.Projector `yaml:"projection"`
+	Sticky     policy.StickyParams `yaml:"sticky"`
 }
 
 // defaultPressureSpec is the section as decoding starts from it.
 func defaultPressureSpec() *PressureSpec {
 	d := policy.DefaultPressureParams()
-	return &PressureSpec{Norm: d.Norm, Projection: d.Projector}
+	return &PressureSpec{Norm: d.Norm, Projection: d.Projector, Sticky: d.Sticky}
 }
 
 // Params turns the section into the policy's parameters, checking every
 // weight's name and value and the levels and projection.
 func (ps *PressureSpec) Params() (policy.PressureParams, error) {
 	pp := policy.DefaultPressureParams()
-	pp.Norm, pp.Projector = ps.Norm, ps.Projection
+	pp.Norm, pp.Projector, pp.Sticky = ps.Norm, ps.Projection, ps.Sticky
 	var errs []error
 	names := make([]string, 0, len(ps.Weights))
 	for name := range ps.Weights {
@@ -80,7 +86,7 @@ func (f *Fleet) resolvePressure() error {
 }
 
 // ParsePressure decodes a file holding only a pressure section's contents
-// (weights, norm, projection), strictly, as a router's --pressure flag
+// (weights, norm, projection, sticky), strictly, as a router's --pressure flag
 // reads it. what names the input in messages.
 func ParsePressure(what string, data []byte) (policy.PressureParams, error) {
 	ps := defaultPressureSpec()

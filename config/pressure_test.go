@@ -19,6 +19,7 @@ func TestFleetPressureSection(t *testing.T) {
   weights: {queue: 0.5, gpu: 0, thermal: 0.3}
   norm: {ttft_full: 2s, queue_full: 0.25}
   projection: {max: 50, min: 2, hysteresis: 5}
+  sticky: {sessions: 1000, move_score: 0.5, reprefill_tps: 20000}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +32,7 @@ func TestFleetPressureSection(t *testing.T) {
 	want.Weights[telemetry.SigQueue], want.Weights[telemetry.SigGPU], want.Weights[telemetry.SigThermal] = 0.5, 0, 0.3
 	want.Norm.TTFTFull, want.Norm.QueueFull = 2*time.Second, 0.25
 	want.Projector = telemetry.Projector{Max: 50, Min: 2, Hysteresis: 5}
+	want.Sticky.Sessions, want.Sticky.MoveScore, want.Sticky.RePrefillTPS = 1000, 0.5, 20000
 	if *pp != want {
 		t.Errorf("got %+v\nwant %+v", *pp, want)
 	}
@@ -45,7 +47,7 @@ func TestFleetPressureSection(t *testing.T) {
 	}
 
 	// No section, or one that changes nothing: the defaults.
-	for _, doc := range []string{oneRegion, oneRegion + "pressure: {weights: {queue: 1}}\n"} {
+	for _, doc := range []string{oneRegion, oneRegion + "pressure: {weights: {queue: 0.25}}\n"} {
 		f, err := Parse("d.yaml", []byte(doc))
 		if err != nil {
 			t.Fatal(err)
@@ -63,6 +65,11 @@ func TestFleetPressureSection(t *testing.T) {
 		{"pressure: {norm: {overload_full: 2}}", "overload_full must be in (0,1]"},
 		{"pressure: {projection: {min: 0}}", "want 1 <= min <= max"},
 		{"pressure: {thermal: 1}", `unknown field "thermal"`},
+		{"pressure: {sticky: {move_score: 0}}", "move_score must be in (0,1]"},
+		{"pressure: {sticky: {sessions: -1}}", "sessions must be between 0 (off)"},
+		{"pressure: {sticky: {sessions: 10, ttl: 0s}}", "ttl must be > 0"},
+		{"pressure: {sticky: {reprefill_tps: -5}}", "reprefill_tps must be a finite number >= 0"},
+		{"pressure: {sticky: {session: 5}}", `unknown field "session"`},
 	}
 	for _, tt := range bad {
 		_, err := Parse("bad.yaml", []byte(oneRegion+tt.section+"\n"))
@@ -76,7 +83,7 @@ func TestFleetPressureSection(t *testing.T) {
 func TestLoadPressure(t *testing.T) {
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(good, []byte("weights: {jitter: 0}\nprojection: {hysteresis: 20}\n"), 0o600); err != nil {
+	if err := os.WriteFile(good, []byte("weights: {jitter: 0}\nprojection: {hysteresis: 20}\nsticky: {sessions: 0}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(bad, []byte("weight: {jitter: 0}\n"), 0o600); err != nil {
@@ -86,7 +93,7 @@ func TestLoadPressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pp.Weights[telemetry.SigJitter] != 0 || pp.Projector.Hysteresis != 20 || pp.Weights[telemetry.SigErrors] != policy.DefaultPressureParams().Weights[telemetry.SigErrors] {
+	if pp.Weights[telemetry.SigJitter] != 0 || pp.Projector.Hysteresis != 20 || pp.Sticky.Sessions != 0 || pp.Sticky.MoveScore != policy.DefaultPressureParams().Sticky.MoveScore || pp.Weights[telemetry.SigErrors] != policy.DefaultPressureParams().Weights[telemetry.SigErrors] {
 		t.Errorf("got %+v", pp)
 	}
 	if _, err := LoadPressure(bad); err == nil || !strings.Contains(err.Error(), `unknown field "weight"`) {

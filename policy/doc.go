@@ -75,7 +75,11 @@
 // its capacity times that level (PlacementWeight): pulsar-waw's rendezvous
 // ranking and band over those weights, the same weights the router reports
 // and exports over xDS. The queue pressure is the router's own count
-// (Backlog, View.Overload) and moves at the pick. The default weights and
+// (Backlog, View.Overload) and moves at the pick. The weights place new
+// sessions; a session the policy has dispatched before keeps that backend,
+// which holds its prefix cache, until the backend fails, cannot take it, or
+// its pressure or expected TTFT says moving pays (StickyParams), so weight
+// moves do not cost existing sessions their cache. The default weights and
 // levels (DefaultPressureParams) come from a tuning search documented in
 // docs/pressure.md; a fleet file's pressure section (Params.Pressure)
 // replaces them. It asks the router to hide backends too small for a

@@ -14,39 +14,46 @@ type PressureParams struct {
 	Weights   telemetry.Weights
 	Norm      telemetry.Norm
 	Projector telemetry.Projector
+	// Sticky keeps sessions on the backend holding their prefix cache
+	// while the weights move (StickyParams).
+	Sticky StickyParams
 }
 
 // DefaultPressureParams are the pressure policy's defaults, found by the
 // tuning search of docs/pressure.md (study.TunePressure: a coordinate search
-// on the resilience study's phases, training seeds 11-15, checked on the
-// held-out seeds 1-5) from telemetry's first, hand-set values
+// on the resilience study's phases, training seeds 11-30, one round, checked
+// on the held-out seeds 1-5) from the hand-set values with sticky sessions
 // (UntunedPressureParams):
 //
-//	weights  queue 1, kv 0.25, gpu/mem/sm/dram 0.05 each, errors 1, rtt 0.25; ttft, jitter and thermal 0
-//	norm     telemetry.DefaultNorm (queue full at a backlog of half the slots, busy share off)
+//	weights  queue 0.25, ttft 0.5, gpu/mem/sm/dram 0.05 each, errors 1, thermal 0.4, rtt 0.25, jitter 0.5; kv 0
+//	norm     telemetry.DefaultNorm with the busy share on above a knee of 0.2
 //	levels   1-100 with a hysteresis of 10
+//	sticky   65,536 sessions for 60 s; a session leaves only a backend that fails or cannot take it (move_score 1)
 //
 // A fleet file's pressure section, or a router's --pressure file, replaces
 // any part of them.
 func DefaultPressureParams() PressureParams {
 	pp := UntunedPressureParams()
 	w := &pp.Weights
-	w[telemetry.SigQueue], w[telemetry.SigKV], w[telemetry.SigErrors], w[telemetry.SigRTT] = 1, 0.25, 1, 0.25
-	w[telemetry.SigTTFT], w[telemetry.SigJitter], w[telemetry.SigThermal] = 0, 0, 0
+	w[telemetry.SigQueue], w[telemetry.SigTTFT], w[telemetry.SigKV] = 0.25, 0.5, 0
+	w[telemetry.SigThermal], w[telemetry.SigRTT], w[telemetry.SigJitter] = 0.4, 0.25, 0.5
+	pp.Norm.BusyKnee = 0.2
+	pp.Sticky.MoveScore = 1
 	return pp
 }
 
 // UntunedPressureParams are telemetry's documented first values, fixed
 // before any measurement: telemetry.DefaultWeights, telemetry.DefaultNorm
-// and levels 1-100 with a hysteresis of 10. They are the tuning search's
-// start.
+// and levels 1-100 with a hysteresis of 10, with sticky sessions
+// (DefaultStickyParams). They are the tuning search's start.
 func UntunedPressureParams() PressureParams {
-	return PressureParams{Weights: telemetry.DefaultWeights(), Norm: telemetry.DefaultNorm(), Projector: telemetry.DefaultProjector()}
+	return PressureParams{Weights: telemetry.DefaultWeights(), Norm: telemetry.DefaultNorm(), Projector: telemetry.DefaultProjector(),
+		Sticky: DefaultStickyParams()}
 }
 
 // Validate reports what is wrong with the parameters.
 func (pp PressureParams) Validate() error {
-	for _, err := range []error{pp.Weights.Validate(), pp.Norm.Validate(), pp.Projector.Validate()} {
+	for _, err := range []error{pp.Weights.Validate(), pp.Norm.Validate(), pp.Projector.Validate(), pp.Sticky.Validate()} {
 		if err != nil {
 			return fmt.Errorf("pressure params: %w", err)
 		}
@@ -63,12 +70,16 @@ func (pp PressureParams) Validate() error {
 // level (PlacementWeight): the one number the router places by, reports on
 // its backends endpoint and exports to Envoy over xDS.
 //
-// Requests are placed by weighted rendezvous hashing over those weights, as
-// pulsar-waw places them over capacities (a session's backend is the one
-// ranking it first, which keeps its prefix cache; a widening band, a
-// bounded wait, overflow only to a free slot). With no pressure at all the
-// weights are the capacities times Projector.Max, so a quiet fleet is placed
-// exactly as pulsar-waw places it.
+// New sessions are placed by weighted rendezvous hashing over those
+// weights, as pulsar-waw places them over capacities (a widening band, a
+// bounded wait, overflow only to a free slot). A session placed before
+// (StickyParams) ranks the backend it was last dispatched to first, since
+// that backend holds its prefix cache, until the backend fails, cannot take
+// the request, scores above Sticky.MoveScore or, with Sticky.RePrefillTPS,
+// reports a TTFT that a re-prefill elsewhere would beat: a weight move
+// steers new work and leaves existing sessions where their cache is. With
+// no pressure at all the weights are the capacities times Projector.Max, so
+// a quiet fleet's new sessions go where pulsar-waw would place them.
 //
 // The load part of the score is built for speed and stability. The queue
 // pressure comes from what the router counts itself at the instant of the
@@ -81,9 +92,10 @@ func (pp PressureParams) Validate() error {
 // they can tell. Since the backlog is zero while a backend has free slots,
 // the router's own counts do not move sessions in the normal course of
 // things; the projector's hysteresis keeps small moves of the reported
-// signals from moving them either, and the tuned defaults give the fast-
-// moving reported signals (TTFT, jitter, heat) no weight at all, since each
-// move of a weight moves sessions off their prefix cache (docs/pressure.md).
+// signals from changing the weights on noise. Before sessions were sticky,
+// each move of a weight moved sessions off their prefix cache, and the
+// tuning gave the fast-moving signals (TTFT, jitter, heat) no weight at all
+// (docs/pressure.md).
 //
 // A backend whose error pressure is full (its error rate, as the router
 // counts it or as its report says, at Norm.ErrorFull or more) is at the
@@ -102,6 +114,7 @@ type Pressure struct {
 	scorer *telemetry.Scorer
 	state  []BackendWeight
 	scores []float64
+	sticky *stickyTable // nil: stickiness off
 }
 
 var (
@@ -130,7 +143,7 @@ func NewPressure(p Params, pp PressureParams, _ []Backend) (*Pressure, error) {
 	if err := pp.Validate(); err != nil {
 		return nil, err
 	}
-	return &Pressure{p: p, pp: pp, scorer: telemetry.NewScorer(pp.Weights, pp.Norm)}, nil
+	return &Pressure{p: p, pp: pp, scorer: telemetry.NewScorer(pp.Weights, pp.Norm), sticky: newStickyTable(pp.Sticky)}, nil
 }
 
 // Name implements Policy.
@@ -221,8 +234,10 @@ func (pr *Pressure) refresh(views []View) {
 	}
 }
 
-// Pick implements Policy: weighted rendezvous over the placement weights
-// (PlacementWeight), then pulsar-waw's band.
+// Pick implements Policy: a session with a home (StickyParams) ranks its
+// home first while it may stay there; otherwise, and below the home,
+// weighted rendezvous over the placement weights (PlacementWeight). Then
+// pulsar-waw's band. A dispatch makes its backend the session's home.
 func (pr *Pressure) Pick(now time.Duration, r *Request, views []View) Decision {
 	pr.refresh(views)
 	strict := anyEligible(r, views)
@@ -235,5 +250,68 @@ func (pr *Pressure) Pick(now time.Duration, r *Request, views []View) Decision {
 		}
 		pr.scores[i] = -float64(pr.state[i].Weight) / math.Log(unit(mix(r.Session^v.Key)))
 	}
-	return bandPick(pr.p, now, r, views, pr.scores)
+	if pr.sticky == nil {
+		return bandPick(pr.p, now, r, views, pr.scores)
+	}
+	if home := pr.home(now, r, views); home >= 0 {
+		pr.scores[home] = math.Inf(1)
+	}
+	d := bandPick(pr.p, now, r, views, pr.scores)
+	if d.Kind == Dispatch {
+		pr.sticky.put(now, r.Session, views[d.Backend].Key)
+	}
+	return d
+}
+
+// home is the backend r's session stays on, or -1 for the weights to place
+// it: the backend it was last dispatched to within the TTL, unless that one
+// is not a candidate (not eligible, or it refused this request), is at the
+// minimum level, has a score of MoveScore or more, or costs more than a
+// re-prefill elsewhere (stayCostly).
+func (pr *Pressure) home(now time.Duration, r *Request, views []View) int {
+	key, ok := pr.sticky.get(now, r.Session)
+	if !ok {
+		return -1
+	}
+	h := -1
+	for i := range views {
+		if views[i].Key == key {
+			h = i
+			break
+		}
+	}
+	if h < 0 || math.IsInf(pr.scores[h], -1) {
+		return -1
+	}
+	st := &pr.state[h]
+	if st.Pressures[telemetry.SigErrors] >= 1 || st.Score > pr.pp.Sticky.MoveScore || pr.stayCostly(r, views, h) {
+		return -1
+	}
+	return h
+}
+
+// stayCostly is the cost comparison of StickyParams.RePrefillTPS: whether
+// the TTFT backend h reports (its p95, which carries its queue and any
+// slowdown) exceeds the lowest another candidate reports by more than a
+// re-prefill of the request's tokens elsewhere would take. Without
+// reports, tokens or a rate it is false.
+func (pr *Pressure) stayCostly(r *Request, views []View, h int) bool {
+	tps := pr.pp.Sticky.RePrefillTPS
+	if tps <= 0 || r.Tokens <= 0 || views[h].Signals == nil {
+		return false
+	}
+	best := time.Duration(-1)
+	for i := range views {
+		if i == h || math.IsInf(pr.scores[i], -1) || views[i].Signals == nil {
+			continue
+		}
+		if t := views[i].Signals.TTFTP95; best < 0 || t < best {
+			best = t
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	extra := (views[h].Signals.TTFTP95 - best).Seconds()
+	return extra > float64(r.Tokens)/tps
 }

@@ -15,10 +15,10 @@ func pressureViews(n int) []View {
 	return vs
 }
 
-// shares places many sessions and counts where they go.
-func shares(p Policy, vs []View) []int {
+// shares places 20,000 sessions, from first on, and counts where they go.
+func shares(p Policy, vs []View, first uint64) []int {
 	n := make([]int, len(vs))
-	for s := uint64(1); s <= 20_000; s++ {
+	for s := first; s < first+20_000; s++ {
 		d := p.Pick(0, &Request{Session: s, QueuedAt: -1}, vs)
 		if d.Kind == Dispatch {
 			n[d.Backend]++
@@ -54,9 +54,9 @@ func TestPressureDeweightsFailingAndHotBackends(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			vs := pressureViews(4)
 			p := untunedPressure(t, 4)
-			base := shares(p, vs)
+			base := shares(p, vs, 1)
 			tt.mutate(&vs[2])
-			after := shares(p, vs)
+			after := shares(p, vs, 1_000_000) // new sessions: the ones placed before stay (StickyParams)
 			fair := 20_000 / 4.0
 			if float64(after[2]) > tt.most*fair || after[2] >= base[2] {
 				t.Errorf("backend 2 kept %d of 20000 sessions (was %d; want at most %.0f)", after[2], base[2], tt.most*fair)
@@ -153,14 +153,27 @@ func TestPressurePlacesByItsWeights(t *testing.T) {
 
 // TestPressureReactsToOwnBacklog: the router's own dispatches past a
 // backend's free slots, and requests waiting at the router, lower its
-// weight at the next pick, before any report shows the queue; a backend
-// with free slots keeps its weight however busy.
+// weight at the next pick, before any report shows the queue; with the busy
+// share off (knee 1), a backend with free slots keeps its weight however
+// busy, and with the default knee its own in-flight count lowers it.
 func TestPressureReactsToOwnBacklog(t *testing.T) {
 	vs := pressureViews(3)
 	for i := range vs {
 		vs[i].Capacity, vs[i].Active = 10, 6
 	}
-	p := newPolicy(t, "pressure", backends(3)).(*Pressure)
+	def := newPolicy(t, "pressure", backends(3)).(*Pressure)
+	idle := def.Weights(vs, nil)[0].Weight
+	vs[0].Pending = 4 // every slot in use, nothing waiting: the busy share alone
+	if w := def.Weights(vs, nil)[0].Weight; w >= idle {
+		t.Errorf("default knee: weight %d -> %d with every slot in use", idle, w)
+	}
+	vs[0].Pending = 0
+	pp := DefaultPressureParams()
+	pp.Norm.BusyKnee = 1
+	p, err := NewPressure(DefaultParams(), pp, backends(3))
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := p.Weights(vs, nil)
 	vs[0].Pending = 3 // busy, still within its slots
 	if w := p.Weights(vs, nil); w[0].Weight != before[0].Weight {

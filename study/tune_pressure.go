@@ -35,8 +35,10 @@ func weightParam(name string, values []float64, sigs ...telemetry.Signal) TunePa
 
 // PressureTuneSpace is the search's coordinates, in the order the search
 // visits them: the weights of the router's own queue signal and of the
-// reported ones, the hysteresis, and the levels of the queue, the busy share
-// and TTFT. Whatever the errors weight, a backend at full error pressure is
+// reported ones, the hysteresis, the levels of the queue, the busy share
+// and TTFT, and when a session leaves the backend holding its cache (the
+// score above which it moves, and the re-prefill rate of the cost
+// comparison; policy.StickyParams). Whatever the errors weight, a backend at full error pressure is
 // at the minimum level (Pressure), so the search cannot trade that away.
 func PressureTuneSpace() []TuneParam {
 	return []TuneParam{
@@ -45,21 +47,27 @@ func PressureTuneSpace() []TuneParam {
 		weightParam("w.kv", []float64{0, 0.1, 0.25}, telemetry.SigKV),
 		weightParam("w.hardware-load", []float64{0, 0.02, 0.05, 0.1}, telemetry.SigGPU, telemetry.SigMem, telemetry.SigSM, telemetry.SigDRAM),
 		weightParam("w.errors", []float64{0.5, 1}, telemetry.SigErrors),
-		weightParam("w.thermal", []float64{0, 0.2, 0.4, 0.6, 0.8}, telemetry.SigThermal),
+		weightParam("w.thermal", []float64{0, 0.2, 0.4, 0.6, 0.8, 1}, telemetry.SigThermal),
 		weightParam("w.rtt", []float64{0, 0.05, 0.1, 0.25}, telemetry.SigRTT),
-		weightParam("w.jitter", []float64{0, 0.1, 0.25, 0.5}, telemetry.SigJitter),
-		{Name: "hysteresis", Values: []float64{5, 10, 20, 30},
+		weightParam("w.jitter", []float64{0, 0.1, 0.25, 0.5, 1}, telemetry.SigJitter),
+		{Name: "hysteresis", Values: []float64{2, 5, 10, 20, 30},
 			Get: func(pp *policy.PressureParams) float64 { return float64(pp.Projector.Hysteresis) },
 			Set: func(pp *policy.PressureParams, v float64) { pp.Projector.Hysteresis = int(v) }},
 		{Name: "norm.queue_full", Values: []float64{0.1, 0.25, 0.5, 1},
 			Get: func(pp *policy.PressureParams) float64 { return pp.Norm.QueueFull },
 			Set: func(pp *policy.PressureParams, v float64) { pp.Norm.QueueFull = v }},
-		{Name: "norm.busy_knee", Values: []float64{0.2, 0.4, 0.6, 0.8, 1},
+		{Name: "norm.busy_knee", Values: []float64{0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1},
 			Get: func(pp *policy.PressureParams) float64 { return pp.Norm.BusyKnee },
 			Set: func(pp *policy.PressureParams, v float64) { pp.Norm.BusyKnee = v }},
 		{Name: "norm.ttft_full_s", Values: []float64{2, 5, 10},
 			Get: func(pp *policy.PressureParams) float64 { return pp.Norm.TTFTFull.Seconds() },
 			Set: func(pp *policy.PressureParams, v float64) { pp.Norm.TTFTFull = time.Duration(v * float64(time.Second)) }},
+		{Name: "sticky.move_score", Values: []float64{0.5, 0.7, 0.9, 1},
+			Get: func(pp *policy.PressureParams) float64 { return pp.Sticky.MoveScore },
+			Set: func(pp *policy.PressureParams, v float64) { pp.Sticky.MoveScore = v }},
+		{Name: "sticky.reprefill_tps", Values: []float64{0, 5000, 20000},
+			Get: func(pp *policy.PressureParams) float64 { return pp.Sticky.RePrefillTPS },
+			Set: func(pp *policy.PressureParams, v float64) { pp.Sticky.RePrefillTPS = v }},
 	}
 }
 
@@ -323,9 +331,11 @@ func PressureYAML(pp policy.PressureParams) string {
 		fmt.Fprintf(&b, "    %s: %s\n", s, trimFloat(pp.Weights[s]))
 	}
 	n := pp.Norm
-	fmt.Fprintf(&b, "  norm:\n    ttft_full: %v\n    error_full: %s\n    rtt_full: %v\n    jitter_full: %v\n    temp_ok: %s\n    temp_max: %s\n    clock_drop_full: %s\n    queue_full: %s\n    overload_full: %s\n",
-		n.TTFTFull, trimFloat(n.ErrorFull), n.RTTFull, n.JitterFull, trimFloat(n.TempOK), trimFloat(n.TempMax), trimFloat(n.ClockDropFull), trimFloat(n.QueueFull), trimFloat(n.OverloadFull))
+	fmt.Fprintf(&b, "  norm:\n    ttft_full: %v\n    error_full: %s\n    rtt_full: %v\n    jitter_full: %v\n    temp_ok: %s\n    temp_max: %s\n    clock_drop_full: %s\n    queue_full: %s\n    overload_full: %s\n    busy_knee: %s\n",
+		n.TTFTFull, trimFloat(n.ErrorFull), n.RTTFull, n.JitterFull, trimFloat(n.TempOK), trimFloat(n.TempMax), trimFloat(n.ClockDropFull), trimFloat(n.QueueFull), trimFloat(n.OverloadFull), trimFloat(n.BusyKnee))
 	fmt.Fprintf(&b, "  projection:\n    max: %d\n    min: %d\n    hysteresis: %d\n", pp.Projector.Max, pp.Projector.Min, pp.Projector.Hysteresis)
+	st := pp.Sticky
+	fmt.Fprintf(&b, "  sticky:\n    sessions: %d\n    ttl: %v\n    move_score: %s\n    reprefill_tps: %s\n", st.Sessions, st.TTL, trimFloat(st.MoveScore), trimFloat(st.RePrefillTPS))
 	return b.String()
 }
 

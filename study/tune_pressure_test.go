@@ -21,6 +21,8 @@ import (
 var (
 	tuneFlag = flag.Bool("tune", false, "run the pressure tuning search (TestTunePressure; several minutes)")
 	tuneOut  = flag.String("tune-out", "", "directory for the tuning result (tune.json, pressure.yaml, tune.md); empty: only the test log")
+	tuneN    = flag.Int("tune-seeds", 20, "training seeds of the tuning search: 11 to 10+N")
+	tuneR    = flag.Int("tune-rounds", 2, "the tuning search's rounds at most")
 )
 
 // TestCoordinateSearch: the search finds the minimum of a separable
@@ -65,6 +67,7 @@ func TestCoordinateSearch(t *testing.T) {
 func TestPressureYAMLRoundTrip(t *testing.T) {
 	pp := policy.DefaultPressureParams()
 	pp.Weights[telemetry.SigKV], pp.Norm.QueueFull, pp.Projector.Hysteresis = 0.125, 0.25, 20
+	pp.Norm.BusyKnee, pp.Sticky.MoveScore, pp.Sticky.RePrefillTPS, pp.Sticky.TTL = 0.3, 0.7, 5000, 45*time.Second
 	doc := strings.Replace(PressureYAML(pp), "pressure:\n", "", 1)
 	doc = strings.ReplaceAll(doc, "\n  ", "\n")[2:] // the section's contents, as a --pressure file holds them
 	got, err := config.ParsePressure("tuned section", []byte(doc))
@@ -78,15 +81,19 @@ func TestPressureYAMLRoundTrip(t *testing.T) {
 
 // TestTunePressure runs the tuning search of docs/pressure.md:
 //
-//	go test ./study -run TestTunePressure -tune -tune-out out/tune -v -timeout 2h
+//	go test ./study -run TestTunePressure -tune -tune-out out/tune -v -timeout 2h -tune-seeds 20 -tune-rounds 1
 //
-// training seeds 11-15, held-out seeds 1-5 (the resilience study's), from
+// training seeds 11 to 10+N (-tune-seeds, 20 by default), held-out seeds 1-5 (the resilience study's), from
 // the untuned values (policy.UntunedPressureParams). It prints the resulting pressure section.
 func TestTunePressure(t *testing.T) {
 	if !*tuneFlag {
 		t.Skip("the tuning search runs with -tune")
 	}
-	res, err := TunePressure(context.Background(), TuneOptions{Train: []uint64{11, 12, 13, 14, 15}, Test: []uint64{1, 2, 3, 4, 5},
+	var train []uint64
+	for s := range *tuneN {
+		train = append(train, uint64(11+s))
+	}
+	res, err := TunePressure(context.Background(), TuneOptions{Train: train, Test: []uint64{1, 2, 3, 4, 5}, Rounds: *tuneR,
 		Start: policy.UntunedPressureParams(), Log: func(s string) { t.Log(s) }})
 	if err != nil {
 		t.Fatal(err)

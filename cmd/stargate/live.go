@@ -369,7 +369,7 @@ The --gateway-* flags are stargate gateway's flags of the same names.`,
 	f.StringVar(&cfg.ID, "id", cfg.ID, "this replica's name, sent to gateways")
 	f.StringVar(&cfg.Policy, "policy", cfg.Policy, "placement policy ("+strings.Join(policy.NewRegistry().Names(), ", ")+")")
 	f.StringVar(&poolsFile, "pools", "", "YAML file of pools, as a fleet file's pools section lists them (name, max_tokens, models, backends by gateway id): each request is placed in the pool its model, then its length, picks (docs/live-fleet.md)")
-	f.StringVar(&pressureFile, "pressure", "", "YAML file of the pressure policy's scoring: weights, norm, projection, as a fleet file's pressure section holds them (docs/pressure.md)")
+	f.StringVar(&pressureFile, "pressure", "", "YAML file of the pressure policy's scoring and stickiness: weights, norm, projection, sticky, as a fleet file's pressure section holds them (docs/pressure.md)")
 	f.StringVar(&keyFile, "hmac-key-file", "", "file of HMAC keys, one \"ROLE KEY-ID SECRET\" line each (docs/security.md): checks gateways' stats and operators' calls, signs requests to gateways")
 	addSecureFlags(f, &sec, true)
 	f.StringVar(&apiKeys, "api-keys", "", "file of client API keys, one per line (the key, or sha256:HEX of it)")
