@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/stargate-llm/stargate/config"
@@ -56,6 +60,10 @@ type LivePair struct {
 	RPS    float64         `json:"rps"`
 	Live   metrics.Summary `json:"live"`
 	Sim    metrics.Summary `json:"sim"`
+	// LiveRecords and SimRecords are the measured turns of each side, with
+	// Backend the index into the fleet's backends on both.
+	LiveRecords []metrics.TurnRecord `json:"-"`
+	SimRecords  []metrics.TurnRecord `json:"-"`
 }
 
 // ScaleConfig shrinks cfg to scale: every backend keeps at least one GPU,
@@ -123,24 +131,58 @@ func livePair(ctx context.Context, reg *policy.Registry, name string, cfg sim.Co
 			opts.Log(fmt.Sprintf(format, args...))
 		}
 	}
+	plan, err := sim.NewSessionPlan(cfg)
+	if err != nil {
+		return p, fmt.Errorf("study: %s %s: %w", name, cfg.Policy, err)
+	}
+	cfg.KeepRecords = true
 	simRes, err := sim.Run(ctx, cfg, reg)
 	if err != nil {
 		return p, fmt.Errorf("study: sim %s %s: %w", name, cfg.Policy, err)
 	}
-	p.Sim = simRes.Summary
+	p.Sim, p.SimRecords = simRes.Summary, simRes.Records
 	logf("%s %s: %d GPUs at %.1f req/s; sim goodput %.2f; starting the live fleet", name, cfg.Policy, gpus, cfg.RPS, p.Sim.GoodputRPS)
 	f, err := fleet.Start(ctx, cfg, reg, fleet.Options{Seed: opts.Seed})
 	if err != nil {
 		return p, fmt.Errorf("study: live fleet %s %s: %w", name, cfg.Policy, err)
 	}
 	defer f.Stop()
-	res, err := drive.Run(ctx, driveConfig(f, &cfg))
+	dc := driveConfig(f, &cfg)
+	// The live clients play the simulator's own sessions, at the same
+	// instants and through the same routers: the pair differs by the fleet,
+	// not by a draw of the workload.
+	dc.Plan = func() drive.Planned {
+		ps := plan.Next()
+		return drive.Planned{At: ps.At, Session: ps.Session, Target: ps.Router}
+	}
+	res, err := drive.Run(ctx, dc)
 	if err != nil {
 		return p, fmt.Errorf("study: driving %s %s: %w", name, cfg.Policy, err)
 	}
-	p.Live = res.Summary
+	p.Live, p.LiveRecords = res.Summary, backendsByConfig(res, cfg.Backends)
 	logf("%s %s: live goodput %.2f, sim %.2f", name, cfg.Policy, p.Live.GoodputRPS, p.Sim.GoodputRPS)
 	return p, nil
+}
+
+// backendsByConfig returns a live run's records with Backend the index of
+// the backend in backends (the driver numbers backends as they first
+// answer), -1 for a name not there.
+func backendsByConfig(res *drive.Result, backends []sim.BackendSpec) []metrics.TurnRecord {
+	index := make(map[string]int, len(backends))
+	for i, b := range backends {
+		index[b.Name] = i
+	}
+	out := slices.Clone(res.Records)
+	for i := range out {
+		if b := out[i].Backend; b >= 0 && b < len(res.Backends) {
+			j, ok := index[res.Backends[b]]
+			if !ok {
+				j = -1
+			}
+			out[i].Backend = j
+		}
+	}
+	return out
 }
 
 // driveConfig drives fleet f with the traffic of cfg, the configuration it
@@ -191,4 +233,23 @@ func RankAgreement(pairs []LivePair) (map[string]bool, error) {
 		out[fleetName] = agree
 	}
 	return out, nil
+}
+
+// WriteLiveRecords writes each pair's measured turns, one JSON object a
+// line (metrics.WriteNDJSON), as dir/records/FLEET-POLICY-live.ndjson and
+// -sim.ndjson: the per-turn evidence behind a gap.
+func WriteLiveRecords(dir string, pairs []LivePair) error {
+	dir = filepath.Join(dir, "records")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("study: %w", err)
+	}
+	for _, p := range pairs {
+		for side, recs := range map[string][]metrics.TurnRecord{"live": p.LiveRecords, "sim": p.SimRecords} {
+			name := fmt.Sprintf("%s-%s-%s.ndjson", p.Fleet, p.Policy, side)
+			if err := WriteFile(dir, name, func(w io.Writer) error { return metrics.WriteNDJSON(w, recs) }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
