@@ -135,7 +135,7 @@ func livePair(ctx context.Context, reg *policy.Registry, name string, cfg sim.Co
 	if err != nil {
 		return p, fmt.Errorf("study: %s %s: %w", name, cfg.Policy, err)
 	}
-	cfg.KeepRecords = true
+	cfg.KeepRecords, cfg.LiveSessionKeys = true, true
 	simRes, err := sim.Run(ctx, cfg, reg)
 	if err != nil {
 		return p, fmt.Errorf("study: sim %s %s: %w", name, cfg.Policy, err)
