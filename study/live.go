@@ -182,6 +182,7 @@ func livePair(ctx context.Context, reg *policy.Registry, name string, cfg sim.Co
 		p.CPURun, p.CPUWait = (cpu1.Run-cpu0.Run).Seconds()/el, (cpu1.Wait-cpu0.Wait).Seconds()/el
 	}
 	p.Load, _ = loadAverage()
+	p.Live, p.LiveRecords = res.Summary, backendsByConfig(res, cfg.Backends)
 	if add, ok := addedLatency(p.SimRecords, p.LiveRecords); ok {
 		cal := cfg
 		cal.KeepRecords = false
@@ -192,7 +193,6 @@ func livePair(ctx context.Context, reg *policy.Registry, name string, cfg sim.Co
 		}
 		p.Added, p.SimAdded = add, calRes.Summary
 	}
-	p.Live, p.LiveRecords = res.Summary, backendsByConfig(res, cfg.Backends)
 	logf("%s %s: live goodput %.2f, sim %.2f; load %.1f, the fleet on %.2f cores and waiting %.2f s/s for one", name, cfg.Policy,
 		p.Live.GoodputRPS, p.Sim.GoodputRPS, p.Load, p.CPURun, p.CPUWait)
 	return p, nil
