@@ -45,7 +45,13 @@ type Config struct {
 	// that many clients (RPS is unused): each runs one session at a time,
 	// starts at an instant drawn in the first second, and begins its next
 	// session a think time after one ends.
-	Clients  int
+	Clients int
+	// Plan, when set, replaces the Poisson session arrivals: each call
+	// returns the next session, in arrival order, with the target it goes
+	// to. A caller matching a simulator run passes the simulator's own
+	// sessions (sim.SessionPlan), so that both play the same sessions at the
+	// same instants. RPS then only sizes the collector.
+	Plan     func() Planned
 	Workload workload.Config
 	Client   client.Config
 	Model    string
@@ -59,6 +65,14 @@ type Config struct {
 	// Started, if set, hears the instant the run's clock starts: time zero
 	// of the records and of Bursts.
 	Started func(time.Time)
+}
+
+// Planned is one session of a Config.Plan: when it starts (from the run's
+// time zero), its turns and the index of the target it goes to.
+type Planned struct {
+	At      time.Duration
+	Session *workload.Session
+	Target  int
 }
 
 // Result is a run's measured window.
@@ -90,6 +104,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("clients must be 0 (open arrivals) to %d, got %d", MaxClients, c.Clients))
 	case c.Clients > 0 && c.Class != nil:
 		errs = append(errs, errors.New("clients (a closed loop of sessions) and a workload class each replace the sessions; use one"))
+	case c.Plan != nil && (c.Clients > 0 || c.Class != nil):
+		errs = append(errs, errors.New("a session plan replaces the Poisson sessions only; drop the plan or the clients and class"))
 	case c.Clients > 0: // a closed loop has no rate
 	case !(c.RPS > 0) || c.RPS > 10_000:
 		errs = append(errs, fmt.Errorf("rps must be in (0, 10000], got %v", c.RPS))
@@ -165,6 +181,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		err = d.classLoop(runCtx, progress, lead)
 	case cfg.Clients > 0:
 		d.closedLoop(runCtx)
+	case cfg.Plan != nil:
+		err = d.planLoop(runCtx, progress)
 	default:
 		err = d.sessionLoop(runCtx, progress)
 	}
@@ -197,6 +215,20 @@ func (d *driver) sessionLoop(ctx context.Context, progress *time.Ticker) error {
 		}
 		target := int(id-1) % len(d.cfg.Targets)
 		d.wg.Go(func() { d.session(ctx, d.cfg.Workload.NewSession(d.cfg.Seed, id), target) })
+	}
+}
+
+// planLoop starts the sessions of Config.Plan until the end of the run.
+func (d *driver) planLoop(ctx context.Context, progress *time.Ticker) error {
+	for {
+		p := d.cfg.Plan()
+		if p.At >= d.end || !d.sleepUntil(ctx, p.At, progress) {
+			return nil
+		}
+		if p.Session == nil || p.Target < 0 || p.Target >= len(d.cfg.Targets) {
+			return fmt.Errorf("planned session at %v: no session or target %d not in [0, %d)", p.At, p.Target, len(d.cfg.Targets))
+		}
+		d.wg.Go(func() { d.session(ctx, p.Session, p.Target) })
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -259,5 +261,73 @@ func TestValidateModes(t *testing.T) {
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: err = %v, want %q", name, err, tc.want)
 		}
+	}
+}
+
+// TestDrivePlan plays a planned stream: each session starts at its planned
+// instant, with its own id, at its planned target, and the plan's first
+// session past the run's end stops the stream.
+func TestDrivePlan(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{} // X-Session-ID -> target
+	target := func(i int) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen[r.Header.Get("X-Session-ID")] = i
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n"))
+		}))
+	}
+	a, b := target(0), target(1)
+	defer a.Close()
+	defer b.Close()
+	c := shortConfig(a.URL, b.URL)
+	c.Warmup, c.Measure, c.Cooldown = 0, time.Second, loadProofCooldown
+	c.Workload.TurnsMin, c.Workload.TurnsMax = 1, 1
+	planned := []Planned{
+		{At: 100 * time.Millisecond, Session: c.Workload.NewSession(9, 41), Target: 1},
+		{At: 300 * time.Millisecond, Session: c.Workload.NewSession(9, 7), Target: 0},
+		{At: 600 * time.Millisecond, Session: c.Workload.NewSession(9, 12), Target: 1},
+		{At: time.Hour, Session: c.Workload.NewSession(9, 99), Target: 0},
+	}
+	next := 0
+	c.Plan = func() Planned {
+		p := planned[min(next, len(planned)-1)]
+		next++
+		return p
+	}
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Records) != 3 {
+		t.Fatalf("%d records, want the 3 planned sessions' turns: %+v", len(res.Records), res.Records)
+	}
+	for _, p := range planned[:3] {
+		id := strconv.FormatUint(p.Session.ID, 10)
+		if got, ok := seen[id]; !ok || got != p.Target {
+			t.Errorf("session %s reached target %d (seen %v), planned %d", id, got, ok, p.Target)
+		}
+		for _, r := range res.Records {
+			if r.Session == p.Session.ID && (r.Start < p.At || r.Router != p.Target || !r.Completed) {
+				t.Errorf("session %s: record %+v, planned at %v to %d", id, r, p.At, p.Target)
+			}
+		}
+	}
+	if _, ok := seen["99"]; ok {
+		t.Error("the session planned past the end was played")
+	}
+}
+
+func TestValidatePlan(t *testing.T) {
+	c := shortConfig("http://127.0.0.1:1")
+	c.Plan = func() Planned { return Planned{At: time.Hour} }
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a plan alone: %v", err)
+	}
+	c.Clients = 2
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "session plan") {
+		t.Fatalf("a plan with clients: err = %v", err)
 	}
 }

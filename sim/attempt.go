@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/stargate-llm/stargate/client"
@@ -79,6 +80,9 @@ func (s *simulation) newSession(rng *rand.Rand) *session {
 	rs := s.byRegion[region]
 	ss := &session{id: s.nextSess, key: s.nextSess, ws: s.cfg.Workload.NewSession(s.sessionSeed, s.nextSess), region: region,
 		router: rs[rng.IntN(len(rs))]}
+	if s.cfg.LiveSessionKeys {
+		ss.key = router.SessionIDKey(strconv.FormatUint(ss.id, 10))
+	}
 	s.sessions.put(ss.id, ss)
 	return ss
 }
@@ -95,7 +99,7 @@ func (s *simulation) nextTurn(ss *session) {
 func (s *simulation) startTurn(ss *session, t workload.Turn) {
 	ss.prompt = t
 	session := ss.key
-	if ss.req != nil {
+	if ss.req != nil || s.cfg.LiveSessionKeys {
 		session = ss.id // a trace request's key is shared by the requests of one prefix
 	}
 	ss.turn = s.cfg.Client.NewTurn(s.now, metrics.TurnRecord{Session: session, Turn: t.Index, Region: ss.region,

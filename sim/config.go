@@ -138,6 +138,13 @@ type Config struct {
 	// KeepRecords keeps every measured turn's record in the result.
 	KeepRecords bool
 
+	// LiveSessionKeys keys every session of the session model as a live
+	// router keys a request whose X-Session-ID is the session's id
+	// (router.SessionIDKey of its decimal id) rather than by the id itself,
+	// so that a live run playing the same sessions (SessionPlan) places
+	// them alike; the records then name sessions by id.
+	LiveSessionKeys bool
+
 	// Router configures every router's liveness and capability tracking.
 	Router router.Config
 	// RouterAttempts is how many backends a router tries for one request

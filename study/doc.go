@@ -84,4 +84,17 @@
 // preempted and recomputed in the engine); Winners names the best setting
 // per figure and client count. LiveOverlap runs the same specs on live
 // fleets, each run beside its simulator twin.
+//
+// LiveRouting runs the routing study's policies on live in-process fleets
+// at a scale (ScaleConfig), each live run matched by a simulator run of the
+// same scaled configuration and seed. The two play the same sessions: the
+// live clients take the simulator's own session stream (sim.SessionPlan:
+// arrival instants, session seeds, region and router of each session), and
+// the simulator keys sessions as a live router keys X-Session-ID
+// (sim.Config.LiveSessionKeys), so both place the same sessions on the same
+// backends. What is left between them is the live fleet itself. Each pair
+// keeps both sides' turns (WriteLiveRecords), the mean time a live turn took
+// beyond its twin (Added), a simulator run with that added to the client
+// latency (SimAdded), and the machine's load and the process's wait for
+// cores over the live run.
 package study

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/stargate-llm/stargate/config"
@@ -56,6 +60,26 @@ type LivePair struct {
 	RPS    float64         `json:"rps"`
 	Live   metrics.Summary `json:"live"`
 	Sim    metrics.Summary `json:"sim"`
+	// Added is the mean time a live turn took beyond its simulated twin,
+	// over the turns both measured and placed on the same backend: what
+	// the live fleet's hops, and its wait for cores, add to every turn.
+	// SimAdded is the simulator run again with that much more client
+	// latency (half of it each way), zero when too few turns matched.
+	Added    time.Duration   `json:"added_ns,omitempty"`
+	SimAdded metrics.Summary `json:"sim_added"`
+	// Load is the machine's one-minute load average as the live run ended;
+	// CPURun and CPUWait are the cores this process used over the live run
+	// and the seconds per second its threads were runnable but waiting for
+	// a core (Linux; zero elsewhere). The wait is what the machine's other
+	// work costs the live fleet: each wake-up of a goroutine's thread waits
+	// that much longer for a core.
+	Load    float64 `json:"load,omitempty"`
+	CPURun  float64 `json:"cpu_run_cores,omitempty"`
+	CPUWait float64 `json:"cpu_wait_s_per_s,omitempty"`
+	// LiveRecords and SimRecords are the measured turns of each side, with
+	// Backend the index into the fleet's backends on both.
+	LiveRecords []metrics.TurnRecord `json:"-"`
+	SimRecords  []metrics.TurnRecord `json:"-"`
 }
 
 // ScaleConfig shrinks cfg to scale: every backend keeps at least one GPU,
@@ -123,24 +147,112 @@ func livePair(ctx context.Context, reg *policy.Registry, name string, cfg sim.Co
 			opts.Log(fmt.Sprintf(format, args...))
 		}
 	}
+	plan, err := sim.NewSessionPlan(cfg)
+	if err != nil {
+		return p, fmt.Errorf("study: %s %s: %w", name, cfg.Policy, err)
+	}
+	cfg.KeepRecords, cfg.LiveSessionKeys = true, true
 	simRes, err := sim.Run(ctx, cfg, reg)
 	if err != nil {
 		return p, fmt.Errorf("study: sim %s %s: %w", name, cfg.Policy, err)
 	}
-	p.Sim = simRes.Summary
+	p.Sim, p.SimRecords = simRes.Summary, simRes.Records
 	logf("%s %s: %d GPUs at %.1f req/s; sim goodput %.2f; starting the live fleet", name, cfg.Policy, gpus, cfg.RPS, p.Sim.GoodputRPS)
 	f, err := fleet.Start(ctx, cfg, reg, fleet.Options{Seed: opts.Seed})
 	if err != nil {
 		return p, fmt.Errorf("study: live fleet %s %s: %w", name, cfg.Policy, err)
 	}
 	defer f.Stop()
-	res, err := drive.Run(ctx, driveConfig(f, &cfg))
+	dc := driveConfig(f, &cfg)
+	// The live clients play the simulator's own sessions, at the same
+	// instants and through the same routers: the pair differs by the fleet,
+	// not by a draw of the workload.
+	dc.Plan = func() drive.Planned {
+		ps := plan.Next()
+		return drive.Planned{At: ps.At, Session: ps.Session, Target: ps.Router}
+	}
+	cpu0, cpuOK := readCPUTimes()
+	began := time.Now()
+	res, err := drive.Run(ctx, dc)
 	if err != nil {
 		return p, fmt.Errorf("study: driving %s %s: %w", name, cfg.Policy, err)
 	}
-	p.Live = res.Summary
-	logf("%s %s: live goodput %.2f, sim %.2f", name, cfg.Policy, p.Live.GoodputRPS, p.Sim.GoodputRPS)
+	if cpu1, ok := readCPUTimes(); ok && cpuOK {
+		el := time.Since(began).Seconds()
+		p.CPURun, p.CPUWait = (cpu1.Run-cpu0.Run).Seconds()/el, (cpu1.Wait-cpu0.Wait).Seconds()/el
+	}
+	p.Load, _ = loadAverage()
+	p.Live, p.LiveRecords = res.Summary, backendsByConfig(res, cfg.Backends)
+	if add, ok := addedLatency(p.SimRecords, p.LiveRecords); ok {
+		cal := cfg
+		cal.KeepRecords = false
+		cal.ClientLatency += add / 2
+		calRes, err := sim.Run(ctx, cal, reg)
+		if err != nil {
+			return p, fmt.Errorf("study: sim %s %s with the live fleet's added latency: %w", name, cfg.Policy, err)
+		}
+		p.Added, p.SimAdded = add, calRes.Summary
+	}
+	logf("%s %s: live goodput %.2f, sim %.2f; load %.1f, the fleet on %.2f cores and waiting %.2f s/s for one", name, cfg.Policy,
+		p.Live.GoodputRPS, p.Sim.GoodputRPS, p.Load, p.CPURun, p.CPUWait)
 	return p, nil
+}
+
+// minMatched is how many turns both sides must have measured on the same
+// backend for their difference to calibrate the simulator.
+const minMatched = 50
+
+// addedLatency is the mean of how much longer each turn took live than
+// simulated (from its start to its end), over the completed turns both
+// measured on the same backend; ok is false with fewer than minMatched
+// such turns. It is never below zero.
+func addedLatency(simRecs, liveRecs []metrics.TurnRecord) (time.Duration, bool) {
+	type key struct {
+		session uint64
+		turn    int
+	}
+	byKey := make(map[key]*metrics.TurnRecord, len(simRecs))
+	for i := range simRecs {
+		if r := &simRecs[i]; r.Completed {
+			byKey[key{r.Session, r.Turn}] = r
+		}
+	}
+	var sum time.Duration
+	n := 0
+	for i := range liveRecs {
+		l := &liveRecs[i]
+		s, ok := byKey[key{l.Session, l.Turn}]
+		if !ok || !l.Completed || l.Backend != s.Backend {
+			continue
+		}
+		sum += (l.End - l.Start) - (s.End - s.Start)
+		n++
+	}
+	if n < minMatched {
+		return 0, false
+	}
+	return max(sum/time.Duration(n), 0), true
+}
+
+// backendsByConfig returns a live run's records with Backend the index of
+// the backend in backends (the driver numbers backends as they first
+// answer), -1 for a name not there.
+func backendsByConfig(res *drive.Result, backends []sim.BackendSpec) []metrics.TurnRecord {
+	index := make(map[string]int, len(backends))
+	for i, b := range backends {
+		index[b.Name] = i
+	}
+	out := slices.Clone(res.Records)
+	for i := range out {
+		if b := out[i].Backend; b >= 0 && b < len(res.Backends) {
+			j, ok := index[res.Backends[b]]
+			if !ok {
+				j = -1
+			}
+			out[i].Backend = j
+		}
+	}
+	return out
 }
 
 // driveConfig drives fleet f with the traffic of cfg, the configuration it
@@ -155,15 +267,20 @@ func driveConfig(f *fleet.Fleet, cfg *sim.Config) drive.Config {
 // LiveTable shows live and sim side by side.
 func LiveTable(pairs []LivePair) report.Table {
 	t := report.Table{Title: "live routing study (live fleet and its simulator twin)", Headers: []string{"fleet", "policy", "gpus", "rps", "live goodput", "sim goodput", "gap %",
-		"live slo%", "sim slo%", "live reuse%", "sim reuse%", "live p50 s", "sim p50 s", "live p99 s", "sim p99 s"}}
+		"live slo%", "sim slo%", "live reuse%", "sim reuse%", "live p50 s", "sim p50 s", "live p99 s", "sim p99 s",
+		"added ms", "sim+added goodput", "gap to sim+added %", "load", "cpu wait s/s"}}
 	for _, p := range pairs {
-		gap := math.NaN()
+		gap, gapAdded := math.NaN(), math.NaN()
 		if p.Sim.GoodputRPS > 0 {
 			gap = 100 * (p.Live.GoodputRPS - p.Sim.GoodputRPS) / p.Sim.GoodputRPS
 		}
+		if p.SimAdded.GoodputRPS > 0 {
+			gapAdded = 100 * (p.Live.GoodputRPS - p.SimAdded.GoodputRPS) / p.SimAdded.GoodputRPS
+		}
 		t.Rows = append(t.Rows, []string{p.Fleet, p.Policy, fmt.Sprint(p.GPUs), f1(p.RPS), f2(p.Live.GoodputRPS), f2(p.Sim.GoodputRPS),
 			f1(gap), f1(p.Live.SLOPct), f1(p.Sim.SLOPct), f1(p.Live.ReusePct), f1(p.Sim.ReusePct),
-			f2(p.Live.TTFTP50S), f2(p.Sim.TTFTP50S), f2(p.Live.TTFTP99S), f2(p.Sim.TTFTP99S)})
+			f2(p.Live.TTFTP50S), f2(p.Sim.TTFTP50S), f2(p.Live.TTFTP99S), f2(p.Sim.TTFTP99S),
+			f0(float64(p.Added) / float64(time.Millisecond)), f2(p.SimAdded.GoodputRPS), f1(gapAdded), f1(p.Load), f2(p.CPUWait)})
 	}
 	return t
 }
@@ -191,4 +308,23 @@ func RankAgreement(pairs []LivePair) (map[string]bool, error) {
 		out[fleetName] = agree
 	}
 	return out, nil
+}
+
+// WriteLiveRecords writes each pair's measured turns, one JSON object a
+// line (metrics.WriteNDJSON), as dir/records/FLEET-POLICY-live.ndjson and
+// -sim.ndjson: the per-turn evidence behind a gap.
+func WriteLiveRecords(dir string, pairs []LivePair) error {
+	dir = filepath.Join(dir, "records")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("study: %w", err)
+	}
+	for _, p := range pairs {
+		for side, recs := range map[string][]metrics.TurnRecord{"live": p.LiveRecords, "sim": p.SimRecords} {
+			name := fmt.Sprintf("%s-%s-%s.ndjson", p.Fleet, p.Policy, side)
+			if err := WriteFile(dir, name, func(w io.Writer) error { return metrics.WriteNDJSON(w, recs) }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -142,7 +142,10 @@ func runLiveRouting(cmd *cobra.Command, lo study.LiveOptions, out string) error 
 	if err := study.WriteFile(out, "live.txt", t.WriteText); err != nil {
 		return failure{err}
 	}
-	fmt.Fprintf(w, "wrote %s/live.json and %s/live.txt\n", out, out)
+	if err := study.WriteLiveRecords(out, pairs); err != nil {
+		return failure{err}
+	}
+	fmt.Fprintf(w, "wrote %s/live.json, %s/live.txt and the turns of each side in %s/records\n", out, out, out)
 	return nil
 }
 

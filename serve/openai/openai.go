@@ -12,6 +12,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/router"
 )
 
 // Message is one chat message.
@@ -159,7 +160,7 @@ func SessionKey(h http.Header, user string, lead string) uint64 {
 }
 
 // SessionIDKey is the session key of a request whose X-Session-ID is id.
-func SessionIDKey(id string) uint64 { return xxhash.Sum64String("h:" + id) }
+func SessionIDKey(id string) uint64 { return router.SessionIDKey(id) }
 
 // WriteStreamError ends an SSE stream with an error event and [DONE], so a
 // failure after the first byte is never a silently truncated stream.
