@@ -267,7 +267,7 @@ func (s *simulation) next() event {
 func (s *simulation) handle(e *event) error {
 	switch e.kind {
 	case evSessionArrive:
-		s.src.arrive(s, e)
+		s.src.arrive(s, *e)
 	case evWarmupEnd:
 		s.snapshotWarm()
 	case evTurnStart:
