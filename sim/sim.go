@@ -69,7 +69,7 @@ type simulation struct {
 	// inbound[region] holds the arrivals of the messages in the channels to
 	// the region that syncRegion has not yet passed (dueScratch: its
 	// scratch list of backends).
-	inbound    []arrivals
+	inbound    []inbox
 	dueScratch []int32
 	// armed[region]: some router of the region has requests waiting, so each
 	// stats arrival there is an event (it may release them). Otherwise the
@@ -207,7 +207,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		}
 	}
 	s.armed = make([]bool, len(cfg.Regions))
-	s.inbound = make([]arrivals, len(cfg.Regions))
+	s.inbound = make([]inbox, len(cfg.Regions))
 	s.channels = make([][]channel, len(s.backends))
 	for b := range s.backends {
 		s.channels[b] = make([]channel, len(cfg.Regions))

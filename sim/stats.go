@@ -55,6 +55,70 @@ func (h *arrivals) pop() arrival {
 	return top
 }
 
+// inbox holds the arrivals of the stats messages on their way to one region.
+// A message from a backend of region src to this one takes the pair's fixed
+// latency, so without a fault's path delay the arrivals from one source
+// region come in the order they were sent: each source region gets a FIFO,
+// and an arrival that would break its FIFO's order (a path delay) goes to a
+// heap instead. Finding what has arrived then costs a look at each FIFO's
+// head and the heap's top, not a heap operation per message.
+type inbox struct {
+	fifos []fifo // by source region
+	late  arrivals
+}
+
+// fifo is a queue of arrivals in time order.
+type fifo struct {
+	q    []arrival
+	head int
+}
+
+func (in *inbox) push(src int, a arrival) {
+	if src >= len(in.fifos) {
+		in.fifos = append(in.fifos, make([]fifo, src+1-len(in.fifos))...)
+	}
+	f := &in.fifos[src]
+	if n := len(f.q); n > f.head && f.q[n-1].at > a.at {
+		in.late.push(a)
+		return
+	}
+	f.q = append(f.q, a)
+}
+
+// arrived reports whether some message has arrived by now.
+func (in *inbox) arrived(now time.Duration) bool {
+	if len(in.late) > 0 && in.late[0].at <= now {
+		return true
+	}
+	for i := range in.fifos {
+		if f := &in.fifos[i]; f.head < len(f.q) && f.q[f.head].at <= now {
+			return true
+		}
+	}
+	return false
+}
+
+// due removes every arrival by now and appends its backend to out.
+func (in *inbox) due(now time.Duration, out []int32) []int32 {
+	for i := range in.fifos {
+		f := &in.fifos[i]
+		for f.head < len(f.q) && f.q[f.head].at <= now {
+			out = append(out, f.q[f.head].backend)
+			f.head++
+		}
+		if f.head == len(f.q) {
+			f.q, f.head = f.q[:0], 0
+		} else if f.head > 64 && 2*f.head > len(f.q) {
+			f.q = f.q[:copy(f.q, f.q[f.head:])]
+			f.head = 0
+		}
+	}
+	for len(in.late) > 0 && in.late[0].at <= now {
+		out = append(out, in.late.pop().backend)
+	}
+	return out
+}
+
 // inFlight is a stats message on its way to a region.
 type inFlight struct {
 	at time.Duration
@@ -78,7 +142,7 @@ func (s *simulation) statsEmit(b int) {
 			at = ch.q[n-1].at // one stream: messages arrive in order
 		}
 		ch.q = append(ch.q, inFlight{at: at, st: st})
-		s.inbound[region].push(arrival{at: at, backend: int32(b)})
+		s.inbound[region].push(bs.spec.Region, arrival{at: at, backend: int32(b)})
 		if s.armed[region] {
 			s.q.push(deliverEvent(at, b, region))
 		}
@@ -119,18 +183,15 @@ func (s *simulation) deliver(b, region int) {
 
 // syncRegion brings a region's routers up to date before one of them reads
 // its views: it delivers, in backend order, the latest message of every
-// backend with messages that have arrived. The region's arrival heap names
-// those backends (and some whose messages an armed region's events already
+// backend with messages that have arrived. The region's inbox names those
+// backends (and some whose messages an armed region's events already
 // delivered), so the cost follows the messages, not the fleet.
 func (s *simulation) syncRegion(region int) {
-	h := &s.inbound[region]
-	if len(*h) == 0 || (*h)[0].at > s.now {
+	in := &s.inbound[region]
+	if !in.arrived(s.now) {
 		return // nothing has arrived
 	}
-	due := s.dueScratch[:0]
-	for len(*h) > 0 && (*h)[0].at <= s.now {
-		due = append(due, h.pop().backend)
-	}
+	due := in.due(s.now, s.dueScratch[:0])
 	slices.Sort(due)
 	for i, b := range due {
 		if i > 0 && due[i-1] == b {

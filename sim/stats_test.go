@@ -49,3 +49,51 @@ func TestArrivalsInterleaved(t *testing.T) {
 		in = slices.Delete(in, slices.Index(in, least), slices.Index(in, least)+1)
 	}
 }
+
+// TestInboxDueMatchesScan: whatever the order of the arrivals (in order per
+// source region, or out of order as a path delay makes them), due hands back
+// exactly the backends of the arrivals by now, each once, and arrived says
+// whether there is any.
+func TestInboxDueMatchesScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := range 200 {
+		var in inbox
+		var pending []arrival // the naive model: every arrival not yet due
+		tail := make([]time.Duration, 5)
+		now := time.Duration(0)
+		for step := range 400 {
+			if rng.IntN(3) > 0 {
+				src := rng.IntN(5)
+				at := now + time.Duration(rng.IntN(50))
+				if round%2 == 0 { // in order per source, as without path delays
+					at = max(at, tail[src])
+					tail[src] = at
+				}
+				a := arrival{at: at, backend: int32(rng.IntN(30))}
+				in.push(src, a)
+				pending = append(pending, a)
+				continue
+			}
+			now += time.Duration(rng.IntN(20))
+			var want []int32
+			kept := pending[:0]
+			for _, a := range pending {
+				if a.at <= now {
+					want = append(want, a.backend)
+				} else {
+					kept = append(kept, a)
+				}
+			}
+			pending = kept
+			if got := in.arrived(now); got != (len(want) > 0) {
+				t.Fatalf("round %d step %d: arrived %v with %d due", round, step, got, len(want))
+			}
+			got := in.due(now, nil)
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d step %d: due %v, want %v", round, step, got, want)
+			}
+		}
+	}
+}
