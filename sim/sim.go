@@ -69,7 +69,9 @@ type simulation struct {
 	// inbound[region] holds the arrivals of the messages in the channels to
 	// the region that syncRegion has not yet passed (dueScratch: its
 	// scratch list of backends).
-	inbound    []inbox
+	inbound []inbox
+	// freeMsgs are stats messages no region reads any more, for reuse.
+	freeMsgs   []*message
 	dueScratch []int32
 	// armed[region]: some router of the region has requests waiting, so each
 	// stats arrival there is an event (it may release them). Otherwise the

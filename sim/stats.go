@@ -122,7 +122,38 @@ func (in *inbox) due(now time.Duration, out []int32) []int32 {
 // inFlight is a stats message on its way to a region.
 type inFlight struct {
 	at time.Duration
-	st *gateway.Stats
+	m  *message
+}
+
+// message is a stats message and the number of regions it has not yet
+// reached (or been overtaken at): at zero nothing reads it any more, and the
+// gateways write their next messages over it (gateway.TakeStatsInto) rather
+// than allocating one per message.
+type message struct {
+	st   *gateway.Stats
+	refs int
+}
+
+// takeStats is backend b's next stats message, on its way to every region
+// with routers.
+func (s *simulation) takeStats(b int) *message {
+	var m *message
+	if n := len(s.freeMsgs); n > 0 {
+		m = s.freeMsgs[n-1]
+		s.freeMsgs = s.freeMsgs[:n-1]
+	} else {
+		m = &message{}
+	}
+	m.st = s.backends[b].gw.TakeStatsInto(s.now, m.st)
+	m.refs = len(s.regions)
+	return m
+}
+
+// dropMessage drops one region's reference to m.
+func (s *simulation) dropMessage(m *message) {
+	if m.refs--; m.refs <= 0 {
+		s.freeMsgs = append(s.freeMsgs, m)
+	}
 }
 
 // channel holds a backend's stats messages on their way to one region, in
@@ -134,14 +165,17 @@ type channel struct {
 
 func (s *simulation) statsEmit(b int) {
 	bs := s.backends[b]
-	st := bs.gw.TakeStats(s.now)
+	m := s.takeStats(b)
+	if m.refs == 0 {
+		s.dropMessage(m) // no region has routers
+	}
 	for _, region := range s.regions {
 		at := s.now + s.cfg.Latency[bs.spec.Region][region] + s.pathDelay(b)
 		ch := &s.channels[b][region]
 		if n := len(ch.q); n > ch.head && ch.q[n-1].at > at {
 			at = ch.q[n-1].at // one stream: messages arrive in order
 		}
-		ch.q = append(ch.q, inFlight{at: at, st: st})
+		ch.q = append(ch.q, inFlight{at: at, m: m})
 		s.inbound[region].push(bs.spec.Region, arrival{at: at, backend: int32(b)})
 		if s.armed[region] {
 			s.q.push(deliverEvent(at, b, region))
@@ -154,9 +188,12 @@ func (s *simulation) statsEmit(b int) {
 // have arrived by now, if they have not seen it.
 func (s *simulation) deliver(b, region int) {
 	ch := &s.channels[b][region]
-	var latest *gateway.Stats
+	var last *message
 	for ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
-		latest = ch.q[ch.head].st
+		if last != nil {
+			s.dropMessage(last) // overtaken before it was read
+		}
+		last = ch.q[ch.head].m
 		ch.q[ch.head] = inFlight{}
 		ch.head++
 	}
@@ -164,9 +201,11 @@ func (s *simulation) deliver(b, region int) {
 		ch.q = ch.q[:copy(ch.q, ch.q[ch.head:])]
 		ch.head = 0
 	}
-	if latest == nil {
+	if last == nil {
 		return
 	}
+	defer s.dropMessage(last)
+	latest := last.st
 	p := s.cfg.Backends[b].Pool
 	if len(s.cfg.Pools) > 0 { // the pool's router knows the backend by its index in the pool
 		local := *latest
