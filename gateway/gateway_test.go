@@ -288,12 +288,16 @@ func TestTakeStatsIntoMatchesTakeStats(t *testing.T) {
 	fresh, reused := newGW(t, 2, nil), newGW(t, 2, nil)
 	other := newGW(t, 1, nil)
 	for i := range 20 {
-		other.Offer(0, Request{ID: uint64(i), Router: i % 5})
+		if _, err := other.Offer(0, Request{ID: uint64(i), Router: i % 5}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	old := other.TakeStats(0)
 	for _, g := range []*Gateway{fresh, reused} {
 		for i := range 7 {
-			g.Offer(time.Duration(i)*time.Millisecond, Request{ID: uint64(i), Router: i % 3})
+			if _, err := g.Offer(time.Duration(i)*time.Millisecond, Request{ID: uint64(i), Router: i % 3}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		g.Finish(10*time.Millisecond, 2, 100, nil)
 	}
