@@ -63,9 +63,10 @@ type simulation struct {
 	timeouts  []event
 	timeoutAt int
 
-	// channels[b][region] holds backend b's stats messages on their way to a
+	// channels[b*len(Regions)+region] holds backend b's stats messages on
+	// their way to a region (chanOf), in one array for the fleet.
 	// region, in arrival order (the latency of a pair is fixed).
-	channels [][]channel
+	channels []channel
 	// inbound[region] holds the arrivals of the messages in the channels to
 	// the region that syncRegion has not yet passed (dueScratch: its
 	// scratch list of backends).
@@ -210,9 +211,8 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 	}
 	s.armed = make([]bool, len(cfg.Regions))
 	s.inbound = make([]inbox, len(cfg.Regions))
-	s.channels = make([][]channel, len(s.backends))
+	s.channels = make([]channel, len(s.backends)*len(cfg.Regions))
 	for b := range s.backends {
-		s.channels[b] = make([]channel, len(cfg.Regions))
 		s.markStats(b)
 	}
 	s.src.start(s)

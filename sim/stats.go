@@ -163,6 +163,11 @@ type channel struct {
 	head int
 }
 
+// chanOf is backend b's channel to region.
+func (s *simulation) chanOf(b, region int) *channel {
+	return &s.channels[b*len(s.cfg.Regions)+region]
+}
+
 func (s *simulation) statsEmit(b int) {
 	bs := s.backends[b]
 	m := s.takeStats(b)
@@ -171,7 +176,7 @@ func (s *simulation) statsEmit(b int) {
 	}
 	for _, region := range s.regions {
 		at := s.now + s.cfg.Latency[bs.spec.Region][region] + s.pathDelay(b)
-		ch := &s.channels[b][region]
+		ch := s.chanOf(b, region)
 		if n := len(ch.q); n > ch.head && ch.q[n-1].at > at {
 			at = ch.q[n-1].at // one stream: messages arrive in order
 		}
@@ -187,7 +192,7 @@ func (s *simulation) statsEmit(b int) {
 // deliver hands the routers of a region the latest stats of backend b that
 // have arrived by now, if they have not seen it.
 func (s *simulation) deliver(b, region int) {
-	ch := &s.channels[b][region]
+	ch := s.chanOf(b, region)
 	var last *message
 	for ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
 		if last != nil {
@@ -206,8 +211,9 @@ func (s *simulation) deliver(b, region int) {
 	}
 	defer s.dropMessage(last)
 	latest := last.st
-	p := s.cfg.Backends[b].Pool
+	p := 0
 	if len(s.cfg.Pools) > 0 { // the pool's router knows the backend by its index in the pool
+		p = s.cfg.Backends[b].Pool
 		local := *latest
 		local.Backend = s.local[b]
 		latest = &local
@@ -236,7 +242,7 @@ func (s *simulation) syncRegion(region int) {
 		if i > 0 && due[i-1] == b {
 			continue
 		}
-		if ch := &s.channels[b][region]; ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
+		if ch := s.chanOf(int(b), region); ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
 			s.deliver(int(b), region)
 		}
 	}
@@ -255,7 +261,7 @@ func (s *simulation) updateArmed(region int) {
 	}
 	if waiting && !s.armed[region] {
 		for b := range s.backends {
-			ch := &s.channels[b][region]
+			ch := s.chanOf(b, region)
 			for _, m := range ch.q[ch.head:] {
 				s.q.push(deliverEvent(m.at, b, region))
 			}
