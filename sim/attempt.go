@@ -111,7 +111,7 @@ func (s *simulation) sendAttempt(ss *session) {
 	s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evRouterArrive, id: a.id})
 	timeout := event{at: deadline, kind: evAttemptTimeout, id: a.id}
 	s.q.stamp(&timeout)
-	s.timeouts = append(s.timeouts, timeout)
+	s.timeouts.push(timeout)
 }
 
 // back is the latency of a response from backend b to the client of attempt a.

@@ -60,8 +60,7 @@ type simulation struct {
 	// timeouts holds attempt deadlines in the order they were set. Every
 	// attempt gets the same timeout, so the deadlines are already sorted and a
 	// FIFO replaces thousands of heap entries that mostly expire unused.
-	timeouts  []event
-	timeoutAt int
+	timeouts deadlines
 
 	// channels[b*len(Regions)+region] holds backend b's stats messages on
 	// their way to a region (chanOf), in one array for the fleet.
@@ -221,7 +220,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 }
 
 func (s *simulation) loop(ctx context.Context) error {
-	for s.q.len() > 0 || s.timers.len() > 0 || s.timeoutAt < len(s.timeouts) {
+	for s.q.len() > 0 || s.timers.len() > 0 || s.timeouts.len() > 0 {
 		e := s.next()
 		if e.at >= s.end {
 			break
@@ -251,17 +250,11 @@ func (s *simulation) loop(ctx context.Context) error {
 // next pops the earliest event of the queue, the timers and the timeout FIFO.
 func (s *simulation) next() event {
 	if s.timers.len() > 0 && (s.q.len() == 0 || s.timers.top().less(&s.q.items[0])) &&
-		(s.timeoutAt >= len(s.timeouts) || s.timers.top().less(&s.timeouts[s.timeoutAt])) {
+		(s.timeouts.len() == 0 || !s.timeouts.front().before(s.timers.top())) {
 		return s.timers.pop()
 	}
-	if s.timeoutAt < len(s.timeouts) && (s.q.len() == 0 || s.timeouts[s.timeoutAt].less(&s.q.items[0])) {
-		e := s.timeouts[s.timeoutAt]
-		s.timeoutAt++
-		if s.timeoutAt > 4096 && s.timeoutAt*2 > len(s.timeouts) {
-			s.timeouts = s.timeouts[:copy(s.timeouts, s.timeouts[s.timeoutAt:])]
-			s.timeoutAt = 0
-		}
-		return e
+	if s.timeouts.len() > 0 && (s.q.len() == 0 || s.timeouts.front().before(&s.q.items[0])) {
+		return s.timeouts.pop()
 	}
 	return s.q.pop()
 }

@@ -97,3 +97,34 @@ func TestInboxDueMatchesScan(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadlinesFIFO: the ring of deadlines hands back every timeout event in
+// the order pushed, across wrap-arounds and growth, and orders a deadline
+// against an event as the event queue does.
+func TestDeadlinesFIFO(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var d deadlines
+	var q eventQueue
+	var want []event
+	for step := range 20000 {
+		if len(want) == 0 || rng.IntN(3) > 0 || step < 3000 {
+			e := event{at: time.Duration(step), kind: evAttemptTimeout, id: uint64(step)}
+			q.stamp(&e)
+			d.push(e)
+			want = append(want, e)
+			continue
+		}
+		if d.len() != len(want) {
+			t.Fatalf("step %d: len %d, want %d", step, d.len(), len(want))
+		}
+		o := event{at: want[0].at, kind: evWorker}
+		q.stamp(&o)
+		if got, w := d.front().before(&o), want[0].less(&o); got != w {
+			t.Fatalf("step %d: before = %v, less = %v", step, got, w)
+		}
+		if got := d.pop(); got != want[0] {
+			t.Fatalf("step %d: popped %+v, want %+v", step, got, want[0])
+		}
+		want = want[1:]
+	}
+}
