@@ -48,7 +48,7 @@ func (s *simulation) gatewayArrive(id uint64) {
 			_, s.admitted = bs.gw.Cancel(s.now, id, s.admitted[:0])
 			s.submitAll(a.backend)
 		}
-		s.attempts.del(id)
+		s.dropAttempt(id)
 		return
 	}
 	switch d {

@@ -63,16 +63,19 @@ type simulation struct {
 	timeouts deadlines
 
 	// channels[b*len(Regions)+region] holds backend b's stats messages on
-	// their way to a region (chanOf), in one array for the fleet.
-	// region, in arrival order (the latency of a pair is fixed).
+	// their way to a region, in arrival order (the latency of a pair is
+	// fixed): one array for the fleet (chanOf).
 	channels []channel
 	// inbound[region] holds the arrivals of the messages in the channels to
 	// the region that syncRegion has not yet passed (dueScratch: its
 	// scratch list of backends).
-	inbound []inbox
-	// freeMsgs are stats messages no region reads any more, for reuse.
-	freeMsgs   []*message
+	inbound    []inbox
 	dueScratch []int32
+	// freeMsgs are stats messages no region reads any more, for reuse.
+	freeMsgs []*message
+	// droppedAttempts were dropped during the event in hand; freeAttempts,
+	// dropped before it, are memory for new attempts (dropAttempt).
+	droppedAttempts, freeAttempts []*attempt
 	// armed[region]: some router of the region has requests waiting, so each
 	// stats arrival there is an event (it may release them). Otherwise the
 	// region's routers read what has arrived when they next place a request:
@@ -235,6 +238,9 @@ func (s *simulation) loop(ctx context.Context) error {
 		if err := s.handle(&e); err != nil {
 			return err
 		}
+		if len(s.droppedAttempts) > 0 {
+			s.recycleAttempts()
+		}
 		if s.err != nil {
 			return s.err
 		}
@@ -275,7 +281,7 @@ func (s *simulation) handle(e *event) error {
 		}
 	case evRouterArrive:
 		if a := s.attempts.get(e.id); a != nil && a.done {
-			s.attempts.del(a.id) // timed out on the way
+			s.dropAttempt(a.id) // timed out on the way
 		} else if a != nil {
 			rs := s.routers[a.router]
 			s.syncRegion(rs.region)
