@@ -110,6 +110,7 @@ type simulation struct {
 	marks      []Mark
 	samples    []SignalSample
 
+	ask       engine.Request // place's request while the picker reads it
 	engineOut []engine.Event
 	admitted  []gateway.Request
 	batch     []gateway.Request
