@@ -10,6 +10,10 @@ import (
 // Backend is a set of engine workers behind one gateway.
 type Backend struct {
 	workers []*engine.Worker
+	// ask holds Submit's request while Pick reads it: a pointer to a local
+	// would move the request to the heap (Pick reads it through an
+	// interface), one allocation per request.
+	ask engine.Request
 }
 
 // New returns a backend of n identical workers.
@@ -93,7 +97,9 @@ func less(now time.Duration, a, c Worker) bool {
 
 // Submit picks a worker and submits the request to it.
 func (b *Backend) Submit(now time.Duration, r engine.Request) (worker int, err error) {
-	worker = b.Pick(now, &r)
+	b.ask = r
+	worker = b.Pick(now, &b.ask)
+	b.ask = engine.Request{}
 	if err := b.workers[worker].Submit(now, r); err != nil {
 		return -1, err
 	}

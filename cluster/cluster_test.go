@@ -103,3 +103,27 @@ func TestPickSpreadsEqualPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitAllocatesOnlyTheSequence: Submit's pick does not move the
+// request to the heap; the one allocation left is the engine's sequence.
+func TestSubmitAllocatesOnlyTheSequence(t *testing.T) {
+	b, err := New(4, engine.HalfProfile(), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4096 { // grow the workers' queues first
+		if _, err := b.Submit(0, engine.Request{ID: uint64(i), Session: uint64(i), PromptTokens: 10, OutputTokens: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := uint64(1 << 20)
+	allocs := testing.AllocsPerRun(200, func() {
+		id++
+		if _, err := b.Submit(0, engine.Request{ID: id, Session: id, PromptTokens: 10, OutputTokens: 1}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("Submit made %v allocations, want 1 (the engine's sequence)", allocs)
+	}
+}

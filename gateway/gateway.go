@@ -419,19 +419,28 @@ func (g *Gateway) NextStatsAt() time.Duration {
 }
 
 // TakeStats builds the stats message for now and marks it sent.
-func (g *Gateway) TakeStats(now time.Duration) *Stats {
+func (g *Gateway) TakeStats(now time.Duration) *Stats { return g.TakeStatsInto(now, nil) }
+
+// TakeStatsInto is TakeStats writing the message over reuse, a message from
+// an earlier TakeStats or TakeStatsInto that nothing reads any more, instead
+// of allocating one (nil: allocate). The simulator recycles the messages it
+// has delivered this way.
+func (g *Gateway) TakeStatsInto(now time.Duration, reuse *Stats) *Stats {
 	g.seq++
 	g.dirty = false
 	g.lastSent = now
 	g.everSent = true
 	rate, _ := g.tps.rate(now)
-	var st *Stats
-	if len(g.received) <= smallReceived {
+	st := reuse
+	switch {
+	case st != nil && cap(st.Received) >= len(g.received):
+		*st = Stats{Received: st.Received[:len(g.received)]}
+	case len(g.received) <= smallReceived:
 		// One allocation for the message and its counts: gateways send many.
 		sm := &statsSmall{}
 		st = &sm.Stats
 		st.Received = sm.buf[:len(g.received)]
-	} else {
+	default:
 		st = &Stats{Received: make([]uint64, len(g.received))}
 	}
 	copy(st.Received, g.received)

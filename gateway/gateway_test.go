@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -277,5 +278,38 @@ func TestLearnLimit(t *testing.T) {
 	g.SetSignals(later, &telemetry.Signals{MaxModelLen: 131072})
 	if st := g.TakeStats(later); st.Signals.MaxModelLen != 131072 || g.Learned(later) != 0 {
 		t.Errorf("after the TTL: reported %d, learned %d; want the advertised 131072", st.Signals.MaxModelLen, g.Learned(later))
+	}
+}
+
+// TestTakeStatsIntoMatchesTakeStats: a message written over an old one (of
+// another gateway, with other counts and more routers) is the message
+// TakeStats builds, field for field, and reuses the old one's memory.
+func TestTakeStatsIntoMatchesTakeStats(t *testing.T) {
+	fresh, reused := newGW(t, 2, nil), newGW(t, 2, nil)
+	other := newGW(t, 1, nil)
+	for i := range 20 {
+		if _, err := other.Offer(0, Request{ID: uint64(i), Router: i % 5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := other.TakeStats(0)
+	for _, g := range []*Gateway{fresh, reused} {
+		for i := range 7 {
+			if _, err := g.Offer(time.Duration(i)*time.Millisecond, Request{ID: uint64(i), Router: i % 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g.Finish(10*time.Millisecond, 2, 100, nil)
+	}
+	want := fresh.TakeStats(20 * time.Millisecond)
+	got := reused.TakeStatsInto(20*time.Millisecond, old)
+	if got != old {
+		t.Errorf("TakeStatsInto allocated a message instead of reusing the one it was given")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("TakeStatsInto = %+v, want %+v", got, want)
+	}
+	if got := reused.TakeStatsInto(30*time.Millisecond, nil); got.Seq != want.Seq+1 {
+		t.Errorf("TakeStatsInto(nil) Seq %d, want %d", got.Seq, want.Seq+1)
 	}
 }

@@ -19,7 +19,7 @@ type source interface {
 	// start schedules the first arrivals.
 	start(s *simulation)
 	// arrive handles an evSessionArrive event.
-	arrive(s *simulation, e *event)
+	arrive(s *simulation, e event)
 	// ended hears that session ss ended: its last turn ended, one of its
 	// turns failed for good, or (one request) its turn ended.
 	ended(s *simulation, ss *session)
@@ -77,7 +77,7 @@ func (p *poissonSessions) start(s *simulation) {
 	s.q.push(event{at: p.arrivals.Next(0), kind: evSessionArrive})
 }
 
-func (p *poissonSessions) arrive(s *simulation, _ *event) {
+func (p *poissonSessions) arrive(s *simulation, _ event) {
 	ss := s.newSession(s.rng)
 	s.q.push(event{at: p.arrivals.Next(s.now), kind: evSessionArrive})
 	s.nextTurn(ss)
@@ -109,7 +109,7 @@ func (c *closedLoop) start(s *simulation) {
 }
 
 // arrive starts a new session for the event's client.
-func (c *closedLoop) arrive(s *simulation, e *event) {
+func (c *closedLoop) arrive(s *simulation, e event) {
 	ss := s.newSession(s.rng)
 	ss.client = e.id
 	s.nextTurn(ss)
@@ -195,7 +195,7 @@ func (c *classLoop) start(s *simulation) {
 
 // arrive starts the open loop's next request as a turn of its own, or holds
 // it while the turn before it in its conversation is in flight.
-func (c *classLoop) arrive(s *simulation, _ *event) {
+func (c *classLoop) arrive(s *simulation, _ event) {
 	r := c.pending
 	c.pending = c.stream.Next()
 	s.q.push(event{at: c.lead + c.pending.At, kind: evSessionArrive})
@@ -283,7 +283,7 @@ func (t *traceReplay) push(s *simulation) {
 // often start every prompt with one common system-prompt block: in the
 // Mooncake conversation trace all 12,031 requests share their first block,
 // and at most 43 their first two); without block ids, its own id.
-func (t *traceReplay) arrive(s *simulation, _ *event) {
+func (t *traceReplay) arrive(s *simulation, _ event) {
 	req := &s.cfg.Requests[t.next]
 	t.next++
 	s.nextSess++

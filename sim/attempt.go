@@ -110,13 +110,20 @@ func (s *simulation) startTurn(ss *session, t workload.Turn) {
 
 func (s *simulation) sendAttempt(ss *session) {
 	s.nextID++
-	a := &attempt{id: s.nextID, sess: ss, router: ss.router, backend: -1, retry: router.NewRetry(s.cfg.RouterAttempts, nil)}
+	var a *attempt
+	if n := len(s.freeAttempts); n > 0 {
+		a = s.freeAttempts[n-1]
+		s.freeAttempts = s.freeAttempts[:n-1]
+	} else {
+		a = new(attempt)
+	}
+	*a = attempt{id: s.nextID, sess: ss, router: ss.router, backend: -1, retry: router.NewRetry(s.cfg.RouterAttempts, nil)}
 	s.attempts.put(a.id, a)
 	deadline := ss.turn.Attempt(s.now)
 	s.q.push(event{at: s.now + s.cfg.ClientLatency, kind: evRouterArrive, id: a.id})
 	timeout := event{at: deadline, kind: evAttemptTimeout, id: a.id}
 	s.q.stamp(&timeout)
-	s.timeouts = append(s.timeouts, timeout)
+	s.timeouts.push(timeout)
 }
 
 // back is the latency of a response from backend b to the client of attempt a.
@@ -147,7 +154,7 @@ func (s *simulation) endAttempt(a *attempt) {
 	if a.place == toRouter || a.place == toGateway {
 		return // still referenced by an arrival in flight, which removes nothing
 	}
-	s.attempts.del(a.id)
+	s.dropAttempt(a.id)
 }
 
 func (s *simulation) endTurn(ss *session) {
@@ -165,4 +172,23 @@ func (s *simulation) endTurn(ss *session) {
 func (s *simulation) endSession(ss *session) {
 	s.sessions.del(ss.id)
 	s.src.ended(s, ss)
+}
+
+// dropAttempt forgets attempt id. Its memory serves a later attempt, from
+// the next event on: nothing holds an attempt past the event that drops it
+// (events, outcomes and the gateways name attempts by id), and a new one
+// then reuses memory the cache is likely to still hold.
+func (s *simulation) dropAttempt(id uint64) {
+	if a := s.attempts.get(id); a != nil {
+		s.attempts.del(id)
+		s.droppedAttempts = append(s.droppedAttempts, a)
+	}
+}
+
+// recycleAttempts makes the attempts dropped during the last event
+// available to sendAttempt.
+func (s *simulation) recycleAttempts() {
+	s.freeAttempts = append(s.freeAttempts, s.droppedAttempts...)
+	clear(s.droppedAttempts)
+	s.droppedAttempts = s.droppedAttempts[:0]
 }

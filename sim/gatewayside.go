@@ -48,7 +48,7 @@ func (s *simulation) gatewayArrive(id uint64) {
 			_, s.admitted = bs.gw.Cancel(s.now, id, s.admitted[:0])
 			s.submitAll(a.backend)
 		}
-		s.attempts.del(id)
+		s.dropAttempt(id)
 		return
 	}
 	switch d {
@@ -157,7 +157,10 @@ func (s *simulation) place(bs *backendState, r engine.Request) (int, error) {
 	if bs.slots == nil {
 		return bs.cl.Submit(s.now, r)
 	}
-	g, _, err := bs.slots.Acquire(r.ID, cluster.Pick(s.now, &r, bs.views))
+	s.ask = r // not &r: Pick reads it through an interface, so r would move to the heap
+	pick := cluster.Pick(s.now, &s.ask, bs.views)
+	s.ask = engine.Request{}
+	g, _, err := bs.slots.Acquire(r.ID, pick)
 	if err != nil {
 		return -1, fmt.Errorf("sim: backend %q: %w", bs.spec.Name, err)
 	}

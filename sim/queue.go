@@ -1,5 +1,7 @@
 package sim
 
+import "time"
+
 // eventQueue is a 4-ary min-heap ordered by (time, kind, sequence number), so
 // the order of simultaneous events is fixed and runs are reproducible. Four
 // children per node halve the depth of a binary heap, and the simulator pops
@@ -58,3 +60,48 @@ func (q *eventQueue) pop() event {
 }
 
 func (q *eventQueue) len() int { return len(q.items) }
+
+// deadline is an attempt's timeout event as the FIFO of deadlines keeps it:
+// its place in the order and its attempt (kind evAttemptTimeout).
+type deadline struct {
+	at  time.Duration
+	key uint64
+	id  uint64
+}
+
+// before reports whether the deadline comes before e in the event order.
+func (d *deadline) before(e *event) bool {
+	return d.at < e.at || (d.at == e.at && d.key < e.key)
+}
+
+// deadlines is a FIFO of deadlines in a ring buffer (a power of two long):
+// pushes and pops move nothing, and an entry is half an event's size.
+type deadlines struct {
+	buf     []deadline
+	head, n int
+}
+
+func (d *deadlines) len() int { return d.n }
+
+// push appends timeout (stamped, kind evAttemptTimeout).
+func (d *deadlines) push(e event) {
+	if d.n == len(d.buf) {
+		grown := make([]deadline, max(2*len(d.buf), 1024))
+		k := copy(grown, d.buf[d.head:])
+		copy(grown[k:], d.buf[:d.head])
+		d.buf, d.head = grown, 0
+	}
+	d.buf[(d.head+d.n)&(len(d.buf)-1)] = deadline{at: e.at, key: e.key, id: e.id}
+	d.n++
+}
+
+// front is the earliest deadline; the FIFO must not be empty.
+func (d *deadlines) front() *deadline { return &d.buf[d.head] }
+
+// pop removes the earliest deadline and returns its event.
+func (d *deadlines) pop() event {
+	f := d.buf[d.head]
+	d.head = (d.head + 1) & (len(d.buf) - 1)
+	d.n--
+	return event{at: f.at, key: f.key, id: f.id, kind: evAttemptTimeout}
+}

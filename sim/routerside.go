@@ -147,7 +147,7 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 		sub.Refused(id)
 	}
 	if a.done {
-		s.attempts.del(a.id)
+		s.dropAttempt(a.id)
 		return
 	}
 	a.told, a.refusal = true, f

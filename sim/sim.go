@@ -60,17 +60,22 @@ type simulation struct {
 	// timeouts holds attempt deadlines in the order they were set. Every
 	// attempt gets the same timeout, so the deadlines are already sorted and a
 	// FIFO replaces thousands of heap entries that mostly expire unused.
-	timeouts  []event
-	timeoutAt int
+	timeouts deadlines
 
-	// channels[b][region] holds backend b's stats messages on their way to a
-	// region, in arrival order (the latency of a pair is fixed).
-	channels [][]channel
+	// channels[b*len(Regions)+region] holds backend b's stats messages on
+	// their way to a region, in arrival order (the latency of a pair is
+	// fixed): one array for the fleet (chanOf).
+	channels []channel
 	// inbound[region] holds the arrivals of the messages in the channels to
 	// the region that syncRegion has not yet passed (dueScratch: its
 	// scratch list of backends).
-	inbound    []arrivals
+	inbound    []inbox
 	dueScratch []int32
+	// freeMsgs are stats messages no region reads any more, for reuse.
+	freeMsgs []*message
+	// droppedAttempts were dropped during the event in hand; freeAttempts,
+	// dropped before it, are memory for new attempts (dropAttempt).
+	droppedAttempts, freeAttempts []*attempt
 	// armed[region]: some router of the region has requests waiting, so each
 	// stats arrival there is an event (it may release them). Otherwise the
 	// region's routers read what has arrived when they next place a request:
@@ -105,6 +110,7 @@ type simulation struct {
 	marks      []Mark
 	samples    []SignalSample
 
+	ask       engine.Request // place's request while the picker reads it
 	engineOut []engine.Event
 	admitted  []gateway.Request
 	batch     []gateway.Request
@@ -207,10 +213,9 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		}
 	}
 	s.armed = make([]bool, len(cfg.Regions))
-	s.inbound = make([]arrivals, len(cfg.Regions))
-	s.channels = make([][]channel, len(s.backends))
+	s.inbound = make([]inbox, len(cfg.Regions))
+	s.channels = make([]channel, len(s.backends)*len(cfg.Regions))
 	for b := range s.backends {
-		s.channels[b] = make([]channel, len(cfg.Regions))
 		s.markStats(b)
 	}
 	s.src.start(s)
@@ -219,7 +224,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 }
 
 func (s *simulation) loop(ctx context.Context) error {
-	for s.q.len() > 0 || s.timers.len() > 0 || s.timeoutAt < len(s.timeouts) {
+	for s.q.len() > 0 || s.timers.len() > 0 || s.timeouts.len() > 0 {
 		e := s.next()
 		if e.at >= s.end {
 			break
@@ -233,6 +238,9 @@ func (s *simulation) loop(ctx context.Context) error {
 		}
 		if err := s.handle(&e); err != nil {
 			return err
+		}
+		if len(s.droppedAttempts) > 0 {
+			s.recycleAttempts()
 		}
 		if s.err != nil {
 			return s.err
@@ -249,17 +257,11 @@ func (s *simulation) loop(ctx context.Context) error {
 // next pops the earliest event of the queue, the timers and the timeout FIFO.
 func (s *simulation) next() event {
 	if s.timers.len() > 0 && (s.q.len() == 0 || s.timers.top().less(&s.q.items[0])) &&
-		(s.timeoutAt >= len(s.timeouts) || s.timers.top().less(&s.timeouts[s.timeoutAt])) {
+		(s.timeouts.len() == 0 || !s.timeouts.front().before(s.timers.top())) {
 		return s.timers.pop()
 	}
-	if s.timeoutAt < len(s.timeouts) && (s.q.len() == 0 || s.timeouts[s.timeoutAt].less(&s.q.items[0])) {
-		e := s.timeouts[s.timeoutAt]
-		s.timeoutAt++
-		if s.timeoutAt > 4096 && s.timeoutAt*2 > len(s.timeouts) {
-			s.timeouts = s.timeouts[:copy(s.timeouts, s.timeouts[s.timeoutAt:])]
-			s.timeoutAt = 0
-		}
-		return e
+	if s.timeouts.len() > 0 && (s.q.len() == 0 || s.timeouts.front().before(&s.q.items[0])) {
+		return s.timeouts.pop()
 	}
 	return s.q.pop()
 }
@@ -267,7 +269,7 @@ func (s *simulation) next() event {
 func (s *simulation) handle(e *event) error {
 	switch e.kind {
 	case evSessionArrive:
-		s.src.arrive(s, e)
+		s.src.arrive(s, *e)
 	case evWarmupEnd:
 		s.snapshotWarm()
 	case evTurnStart:
@@ -280,7 +282,7 @@ func (s *simulation) handle(e *event) error {
 		}
 	case evRouterArrive:
 		if a := s.attempts.get(e.id); a != nil && a.done {
-			s.attempts.del(a.id) // timed out on the way
+			s.dropAttempt(a.id) // timed out on the way
 		} else if a != nil {
 			rs := s.routers[a.router]
 			s.syncRegion(rs.region)

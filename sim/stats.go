@@ -55,10 +55,105 @@ func (h *arrivals) pop() arrival {
 	return top
 }
 
+// inbox holds the arrivals of the stats messages on their way to one region.
+// A message from a backend of region src to this one takes the pair's fixed
+// latency, so without a fault's path delay the arrivals from one source
+// region come in the order they were sent: each source region gets a FIFO,
+// and an arrival that would break its FIFO's order (a path delay) goes to a
+// heap instead. Finding what has arrived then costs a look at each FIFO's
+// head and the heap's top, not a heap operation per message.
+type inbox struct {
+	fifos []fifo // by source region
+	late  arrivals
+}
+
+// fifo is a queue of arrivals in time order.
+type fifo struct {
+	q    []arrival
+	head int
+}
+
+func (in *inbox) push(src int, a arrival) {
+	if src >= len(in.fifos) {
+		in.fifos = append(in.fifos, make([]fifo, src+1-len(in.fifos))...)
+	}
+	f := &in.fifos[src]
+	if n := len(f.q); n > f.head && f.q[n-1].at > a.at {
+		in.late.push(a)
+		return
+	}
+	f.q = append(f.q, a)
+}
+
+// arrived reports whether some message has arrived by now.
+func (in *inbox) arrived(now time.Duration) bool {
+	if len(in.late) > 0 && in.late[0].at <= now {
+		return true
+	}
+	for i := range in.fifos {
+		if f := &in.fifos[i]; f.head < len(f.q) && f.q[f.head].at <= now {
+			return true
+		}
+	}
+	return false
+}
+
+// due removes every arrival by now and appends its backend to out.
+func (in *inbox) due(now time.Duration, out []int32) []int32 {
+	for i := range in.fifos {
+		f := &in.fifos[i]
+		for f.head < len(f.q) && f.q[f.head].at <= now {
+			out = append(out, f.q[f.head].backend)
+			f.head++
+		}
+		if f.head == len(f.q) {
+			f.q, f.head = f.q[:0], 0
+		} else if f.head > 64 && 2*f.head > len(f.q) {
+			f.q = f.q[:copy(f.q, f.q[f.head:])]
+			f.head = 0
+		}
+	}
+	for len(in.late) > 0 && in.late[0].at <= now {
+		out = append(out, in.late.pop().backend)
+	}
+	return out
+}
+
 // inFlight is a stats message on its way to a region.
 type inFlight struct {
 	at time.Duration
-	st *gateway.Stats
+	m  *message
+}
+
+// message is a stats message and the number of regions it has not yet
+// reached (or been overtaken at): at zero nothing reads it any more, and the
+// gateways write their next messages over it (gateway.TakeStatsInto) rather
+// than allocating one per message.
+type message struct {
+	st   *gateway.Stats
+	refs int
+}
+
+// takeStats is backend b's next stats message, on its way to every region
+// with routers.
+func (s *simulation) takeStats(b int) *message {
+	var m *message
+	if n := len(s.freeMsgs); n > 0 {
+		m = s.freeMsgs[n-1]
+		s.freeMsgs = s.freeMsgs[:n-1]
+	} else {
+		m = &message{}
+	}
+	m.st = s.backends[b].gw.TakeStatsInto(s.now, m.st)
+	m.refs = len(s.regions)
+	return m
+}
+
+// dropMessage drops one region's reference to m.
+func (s *simulation) dropMessage(m *message) {
+	if m.refs--; m.refs <= 0 {
+		s.freeMsgs = append(s.freeMsgs, m)
+	}
 }
 
 // channel holds a backend's stats messages on their way to one region, in
@@ -68,17 +163,25 @@ type channel struct {
 	head int
 }
 
+// chanOf is backend b's channel to region.
+func (s *simulation) chanOf(b, region int) *channel {
+	return &s.channels[b*len(s.cfg.Regions)+region]
+}
+
 func (s *simulation) statsEmit(b int) {
 	bs := s.backends[b]
-	st := bs.gw.TakeStats(s.now)
+	m := s.takeStats(b)
+	if m.refs == 0 {
+		s.dropMessage(m) // no region has routers
+	}
 	for _, region := range s.regions {
 		at := s.now + s.cfg.Latency[bs.spec.Region][region] + s.pathDelay(b)
-		ch := &s.channels[b][region]
+		ch := s.chanOf(b, region)
 		if n := len(ch.q); n > ch.head && ch.q[n-1].at > at {
 			at = ch.q[n-1].at // one stream: messages arrive in order
 		}
-		ch.q = append(ch.q, inFlight{at: at, st: st})
-		s.inbound[region].push(arrival{at: at, backend: int32(b)})
+		ch.q = append(ch.q, inFlight{at: at, m: m})
+		s.inbound[region].push(bs.spec.Region, arrival{at: at, backend: int32(b)})
 		if s.armed[region] {
 			s.q.push(deliverEvent(at, b, region))
 		}
@@ -89,10 +192,13 @@ func (s *simulation) statsEmit(b int) {
 // deliver hands the routers of a region the latest stats of backend b that
 // have arrived by now, if they have not seen it.
 func (s *simulation) deliver(b, region int) {
-	ch := &s.channels[b][region]
-	var latest *gateway.Stats
+	ch := s.chanOf(b, region)
+	var last *message
 	for ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
-		latest = ch.q[ch.head].st
+		if last != nil {
+			s.dropMessage(last) // overtaken before it was read
+		}
+		last = ch.q[ch.head].m
 		ch.q[ch.head] = inFlight{}
 		ch.head++
 	}
@@ -100,11 +206,14 @@ func (s *simulation) deliver(b, region int) {
 		ch.q = ch.q[:copy(ch.q, ch.q[ch.head:])]
 		ch.head = 0
 	}
-	if latest == nil {
+	if last == nil {
 		return
 	}
-	p := s.cfg.Backends[b].Pool
+	defer s.dropMessage(last)
+	latest := last.st
+	p := 0
 	if len(s.cfg.Pools) > 0 { // the pool's router knows the backend by its index in the pool
+		p = s.cfg.Backends[b].Pool
 		local := *latest
 		local.Backend = s.local[b]
 		latest = &local
@@ -119,24 +228,21 @@ func (s *simulation) deliver(b, region int) {
 
 // syncRegion brings a region's routers up to date before one of them reads
 // its views: it delivers, in backend order, the latest message of every
-// backend with messages that have arrived. The region's arrival heap names
-// those backends (and some whose messages an armed region's events already
+// backend with messages that have arrived. The region's inbox names those
+// backends (and some whose messages an armed region's events already
 // delivered), so the cost follows the messages, not the fleet.
 func (s *simulation) syncRegion(region int) {
-	h := &s.inbound[region]
-	if len(*h) == 0 || (*h)[0].at > s.now {
+	in := &s.inbound[region]
+	if !in.arrived(s.now) {
 		return // nothing has arrived
 	}
-	due := s.dueScratch[:0]
-	for len(*h) > 0 && (*h)[0].at <= s.now {
-		due = append(due, h.pop().backend)
-	}
+	due := in.due(s.now, s.dueScratch[:0])
 	slices.Sort(due)
 	for i, b := range due {
 		if i > 0 && due[i-1] == b {
 			continue
 		}
-		if ch := &s.channels[b][region]; ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
+		if ch := s.chanOf(int(b), region); ch.head < len(ch.q) && ch.q[ch.head].at <= s.now {
 			s.deliver(int(b), region)
 		}
 	}
@@ -155,7 +261,7 @@ func (s *simulation) updateArmed(region int) {
 	}
 	if waiting && !s.armed[region] {
 		for b := range s.backends {
-			ch := &s.channels[b][region]
+			ch := s.chanOf(b, region)
 			for _, m := range ch.q[ch.head:] {
 				s.q.push(deliverEvent(m.at, b, region))
 			}

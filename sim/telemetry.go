@@ -157,7 +157,7 @@ func (s *simulation) faulted(a *attempt) bool {
 	f := &bs.fault
 	fail := func(kind client.Failure) {
 		if a.done {
-			s.attempts.del(a.id)
+			s.dropAttempt(a.id)
 			return
 		}
 		a.place = responding
@@ -166,13 +166,13 @@ func (s *simulation) faulted(a *attempt) bool {
 	switch {
 	case f.dead:
 		if a.done {
-			s.attempts.del(a.id)
+			s.dropAttempt(a.id)
 		} else {
 			s.refuse(a, client.Errored, true)
 		}
 	case f.hung:
 		if a.done {
-			s.attempts.del(a.id)
+			s.dropAttempt(a.id)
 		} else {
 			a.place = lost
 		}
@@ -182,7 +182,7 @@ func (s *simulation) faulted(a *attempt) bool {
 			s.markStats(b) // the routers hear of it with the next stats
 		}
 		if a.done {
-			s.attempts.del(a.id)
+			s.dropAttempt(a.id)
 		} else {
 			s.refuse(a, client.Invalid, false)
 		}
