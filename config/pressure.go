@@ -28,7 +28,7 @@ import (
 //	  sticky:             # policy.StickyParams: sessions keep the backend holding their cache
 //	    sessions: 65536   # table bound per router; 0 turns stickiness off
 //	    ttl: 60s
-//	    move_score: 0.9
+//	    move_score: 1     # 1: sessions leave only a failing or unusable backend
 //	    reprefill_tps: 0  # tokens/s of a re-prefill elsewhere; 0: no cost comparison
 type PressureSpec struct {
 	Weights    map[string]float64  `yaml:"weights"`

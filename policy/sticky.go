@@ -36,9 +36,11 @@ type StickyParams struct {
 	RePrefillTPS float64 `yaml:"reprefill_tps" json:"reprefill_tps"`
 }
 
-// DefaultStickyParams remember up to 65,536 sessions a router for 60 s (the
-// routing study's turns come an exponential 5 s apart on average) and move
-// a session only from a backend at a score above 0.9.
+// DefaultStickyParams are the hand-set start of the tuning search: up to
+// 65,536 sessions a router for 60 s (the routing study's turns come an
+// exponential 5 s apart on average), a session moved only from a backend at
+// a score above 0.9. The tuned defaults (DefaultPressureParams) keep the
+// table and set MoveScore to 1.
 func DefaultStickyParams() StickyParams {
 	return StickyParams{Sessions: 1 << 16, TTL: 60 * time.Second, MoveScore: 0.9}
 }
@@ -49,8 +51,8 @@ const MaxStickySessions = 1 << 20
 // Validate reports what is wrong with the parameters.
 func (sp StickyParams) Validate() error {
 	var errs []error
-	if sp.Sessions < 0 || sp.Sessions > MaxStickySessions {
-		errs = append(errs, fmt.Errorf("sessions must be between 0 (off) and %d, got %d", MaxStickySessions, sp.Sessions))
+	if sp.Sessions < 0 || sp.Sessions == 1 || sp.Sessions > MaxStickySessions {
+		errs = append(errs, fmt.Errorf("sessions must be 0 (off) or between 2 and %d (two generations of half the bound each), got %d", MaxStickySessions, sp.Sessions))
 	}
 	if sp.Sessions > 0 && sp.TTL <= 0 {
 		errs = append(errs, fmt.Errorf("ttl must be > 0 when sessions is set, got %v", sp.TTL))

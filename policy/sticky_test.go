@@ -185,6 +185,17 @@ func TestPressureStickyHomeBusy(t *testing.T) {
 // TestStickyTableBoundedAndAged: the table never holds more than its bound,
 // forgets a session after the TTL and remembers one within it.
 func TestStickyTableBoundedAndAged(t *testing.T) {
+	// A flood of new sessions never takes the table past its bound, odd
+	// and smallest bounds included.
+	for _, bound := range []int{2, 3, 101} {
+		tb := newStickyTable(StickyParams{Sessions: bound, TTL: time.Hour, MoveScore: 1})
+		for s := uint64(0); s < 1_000; s++ {
+			tb.put(time.Duration(s)*time.Millisecond, s, s+1)
+			if tb.len() > bound {
+				t.Fatalf("bound %d: table holds %d entries after %d puts", bound, tb.len(), s+1)
+			}
+		}
+	}
 	tb := newStickyTable(StickyParams{Sessions: 100, TTL: 10 * time.Second, MoveScore: 1})
 	for s := uint64(0); s < 10_000; s++ {
 		tb.put(time.Duration(s)*time.Millisecond, s, s+1)
@@ -233,6 +244,7 @@ func TestStickyParamsValidate(t *testing.T) {
 		want   string
 	}{
 		{"negative sessions", func(sp *StickyParams) { sp.Sessions = -1 }, "sessions"},
+		{"one session", func(sp *StickyParams) { sp.Sessions = 1 }, "sessions"},
 		{"too many sessions", func(sp *StickyParams) { sp.Sessions = MaxStickySessions + 1 }, "sessions"},
 		{"no ttl", func(sp *StickyParams) { sp.TTL = 0 }, "ttl"},
 		{"move_score 0", func(sp *StickyParams) { sp.MoveScore = 0 }, "move_score"},
