@@ -131,8 +131,7 @@ func (s *Server) message(st *core.Stats, router string) wire.Stats {
 	// Capacity 0 (no admissible worker) goes out as 1, the least a router
 	// accepts, with the backend reported Loading, which no router places on.
 	return wire.Stats{Backend: s.cfg.ID, URL: s.cfg.Advertise, Region: s.cfg.Region, Seq: st.Seq,
-		Models: s.engine.models, MaxModelLen: s.engine.maxModelLen, OwnedBy: s.engine.ownedBy, Workers: len(s.workers), Quarantined: quarantined,
-		CacheTokens: s.cacheTokens(),
+		Models: s.engine.models, MaxModelLen: s.engine.maxModelLen, OwnedBy: s.engine.ownedBy, Workers: len(s.workers), Quarantined: quarantined, CacheTokens: s.cacheTokens(),
 		Capacity: max(st.Capacity, 1), Active: st.Active, Waiting: st.Waiting, InputTPS: st.InputTPS, MaxInputTPS: st.MaxInputTPS,
 		Received: received, Completed: st.Completed, Rejected: st.Rejected, Cancelled: st.Cancelled,
 		Engine: em, Interval: s.cfg.Admission.HeartbeatInterval, Signals: st.Signals, HardwareError: s.engine.hardwareErr}
