@@ -131,7 +131,7 @@ func (s *Server) message(st *core.Stats, router string) wire.Stats {
 	// Capacity 0 (no admissible worker) goes out as 1, the least a router
 	// accepts, with the backend reported Loading, which no router places on.
 	return wire.Stats{Backend: s.cfg.ID, URL: s.cfg.Advertise, Region: s.cfg.Region, Seq: st.Seq,
-		Models: s.engine.models, MaxModelLen: s.engine.maxModelLen, OwnedBy: s.engine.ownedBy, Workers: len(s.workers), Quarantined: quarantined,
+		Models: s.engine.models, MaxModelLen: s.engine.maxModelLen, OwnedBy: s.engine.ownedBy, Workers: len(s.workers), Quarantined: quarantined, CacheTokens: s.cacheTokens(),
 		Capacity: max(st.Capacity, 1), Active: st.Active, Waiting: st.Waiting, InputTPS: st.InputTPS, MaxInputTPS: st.MaxInputTPS,
 		Received: received, Completed: st.Completed, Rejected: st.Rejected, Cancelled: st.Cancelled,
 		Engine: em, Interval: s.cfg.Admission.HeartbeatInterval, Signals: st.Signals, HardwareError: s.engine.hardwareErr}
@@ -198,6 +198,7 @@ func (s *Server) scrape(ctx context.Context) (workers int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.engine.metrics = em
+	s.noteCacheTokens(found)
 	if s.adm != nil {
 		s.observeEngines(found)
 		s.observeLifecycle(probe)
@@ -366,3 +367,32 @@ type statusError struct {
 }
 
 func (e *statusError) Error() string { return e.msg }
+
+// noteCacheTokens keeps the cache size of each engine scraped this round.
+// Called with mu held.
+func (s *Server) noteCacheTokens(found []engineScrape) {
+	if len(s.engine.cacheTokens) != len(found) {
+		s.engine.cacheTokens = make([]int, len(found))
+	}
+	for i, f := range found {
+		if f.ok {
+			s.engine.cacheTokens[i] = f.m.CacheTokens
+		}
+	}
+}
+
+// cacheTokens is the gateway's cache size for its stats: the sum over its
+// engine URLs, each a separate engine whose labels already count all of
+// its GPUs (one engine shared by several workers is counted once), capped
+// at wire.MaxCacheTokens; 0 if any engine's size is unknown, as a part
+// would understate the whole. Called with mu held.
+func (s *Server) cacheTokens() int {
+	total := 0
+	for _, n := range s.engine.cacheTokens {
+		if n <= 0 {
+			return 0
+		}
+		total = wire.ClampCacheTokens(total + n) // each n <= 2^31-1: no overflow
+	}
+	return total
+}

@@ -204,6 +204,10 @@ type engineInfo struct {
 	metrics     wire.EngineMetrics
 	scrapedAt   time.Time
 	hardwareErr string
+	// cacheTokens is each engine URL's cache size as last scraped (see
+	// scrape.Engine.CacheTokens; 0 unknown); an engine that fails a
+	// scrape keeps its last size.
+	cacheTokens []int
 }
 
 // New builds a gateway.

@@ -436,7 +436,8 @@ func (s *Server) add(b *backend) error {
 	if s.core == nil {
 		return s.build([]*backend{b})
 	}
-	rb := rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen, Models: b.last.Models}
+	rb := rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen, Models: b.last.Models,
+		CacheTokens: wire.ClampCacheTokens(b.last.CacheTokens)}
 	id, out, err := s.core.Add(s.now(), rb, s.outBuf[:0])
 	if err != nil {
 		return fmt.Errorf("router %s: %w", s.cfg.ID, err)
@@ -456,7 +457,8 @@ func (s *Server) build(bs []*backend) error {
 	rb := make([]rcore.Backend, len(bs))
 	for i, b := range bs {
 		pb[i] = policy.Backend{Name: b.name, Key: policy.KeyOf(b.name)}
-		rb[i] = rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen, Models: b.last.Models}
+		rb[i] = rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen, Models: b.last.Models,
+			CacheTokens: wire.ClampCacheTokens(b.last.CacheTokens)}
 	}
 	pol, err := s.reg.New(s.cfg.Policy, s.cfg.Params, pb, rand.New(rand.NewPCG(s.cfg.Seed, uint64(len(pb)))))
 	if err != nil {
@@ -628,6 +630,9 @@ func (s *Server) register(m *wire.Stats, boot string) (status int, err error) {
 	}
 	if b.last.MaxModelLen != m.MaxModelLen {
 		_ = s.core.Advertise(now, b.id, m.MaxModelLen)
+	}
+	if b.last.CacheTokens != m.CacheTokens {
+		_ = s.core.SetCacheTokens(b.id, wire.ClampCacheTokens(m.CacheTokens)) // b is live; clamped: never negative
 	}
 	b.url, b.region, b.last, b.lastSeen = backendURL(m.URL), m.Region, *m, time.Now()
 	if republish {

@@ -39,6 +39,13 @@ type Stats struct {
 	OwnedBy     string   `json:"owned_by,omitempty"` // the engine's owned_by (vLLM: "vllm")
 	Workers     int      `json:"workers"`
 	Quarantined int      `json:"quarantined_workers"`
+	// CacheTokens is how many prompt tokens the gateway's engines can keep
+	// cached, GPU KV and host tier together, as their
+	// vllm:cache_config_info says (see scrape.Engine.CacheTokens), summed
+	// over the engines; 0 or absent: unknown. A router takes at most
+	// MaxCacheTokens of it. Like every field, it is covered by the
+	// message's signature, which is over the whole body.
+	CacheTokens int `json:"cache_tokens,omitempty"`
 	// Admission state, from the gateway core.
 	Capacity    int     `json:"capacity"`
 	Active      int     `json:"active"`
@@ -62,6 +69,15 @@ type Stats struct {
 	Signals       *telemetry.Signals `json:"signals,omitempty"`
 	HardwareError string             `json:"hardware_error,omitempty"`
 }
+
+// MaxCacheTokens is the most Stats.CacheTokens a router believes: 2^31-1
+// tokens. The prefix policy's index takes memory only as blocks are
+// inserted, never up front by capacity, so the bound limits how much a
+// lying gateway makes the index retain, not what it allocates.
+const MaxCacheTokens = 1<<31 - 1
+
+// ClampCacheTokens is n bounded to 0..MaxCacheTokens.
+func ClampCacheTokens(n int) int { return min(max(n, 0), MaxCacheTokens) }
 
 // EngineMetrics are vLLM's load metrics as last scraped.
 type EngineMetrics struct {

@@ -47,3 +47,45 @@ vllm:cache_config_info{block_size="16",max_num_seqs="256"} 1
 		}
 	}
 }
+
+// TestCacheTokens: the cache size from vllm:cache_config_info's block
+// labels, GPU and host tier, summed over series; anything missing or
+// malformed is 0 (unknown), never an error.
+func TestCacheTokens(t *testing.T) {
+	tests := []struct {
+		name   string
+		series []string // label sets of vllm:cache_config_info; none: no family
+		want   int
+	}{
+		{"no family", nil, 0},
+		{"gpu only", []string{`block_size="16",num_gpu_blocks="1000"`}, 16000},
+		{"gpu and host", []string{`block_size="16",num_gpu_blocks="1000",num_cpu_blocks="500"`}, 24000},
+		{"host None as vLLM writes it", []string{`block_size="16",num_gpu_blocks="1000",num_cpu_blocks="None"`}, 16000},
+		{"negative host", []string{`block_size="16",num_gpu_blocks="1000",num_cpu_blocks="-5"`}, 16000},
+		{"two engine cores", []string{`engine="0",block_size="16",num_gpu_blocks="1000"`, `engine="1",block_size="16",num_gpu_blocks="3000"`}, 64000},
+		{"no block size", []string{`num_gpu_blocks="1000"`}, 0},
+		{"zero block size", []string{`block_size="0",num_gpu_blocks="1000"`}, 0},
+		{"no gpu blocks", []string{`block_size="16",num_cpu_blocks="1000"`}, 0},
+		{"gpu blocks None", []string{`block_size="16",num_gpu_blocks="None"`}, 0},
+		{"fractional", []string{`block_size="16.5",num_gpu_blocks="1000"`}, 0},
+		{"one core unknown", []string{`engine="0",block_size="16",num_gpu_blocks="1000"`, `engine="1",block_size="16"`}, 0},
+		{"beyond int64", []string{`block_size="16",num_gpu_blocks="99999999999999999999"`}, 0},
+		{"huge product capped", []string{`block_size="2147483647",num_gpu_blocks="2147483647",num_cpu_blocks="2147483647"`}, MaxCacheTokens},
+		{"huge sum capped", []string{`engine="0",block_size="16",num_gpu_blocks="100000000"`, `engine="1",block_size="16",num_gpu_blocks="100000000"`}, MaxCacheTokens},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			page := "vllm:num_requests_running 1\n"
+			for _, ls := range tt.series {
+				page += "vllm:cache_config_info{" + ls + "} 1\n"
+			}
+			e, err := ParseEngine(strings.NewReader(page))
+			if err != nil {
+				t.Fatalf("a cache_config_info page is an error: %v", err)
+			}
+			if e.CacheTokens != tt.want {
+				t.Errorf("cache tokens %d, want %d", e.CacheTokens, tt.want)
+			}
+		})
+	}
+}

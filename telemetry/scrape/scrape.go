@@ -187,7 +187,17 @@ type Engine struct {
 	// max_num_seqs label of vllm:cache_config_info (the stargate engine
 	// sets it; vLLM itself does not); zero when unknown.
 	MaxSeqs int
+	// CacheTokens is how many prompt tokens the engine's KV cache holds,
+	// GPU and host tier together: (num_gpu_blocks + num_cpu_blocks) x
+	// block_size from the labels of vllm:cache_config_info, summed over its
+	// series (one per engine core of a data-parallel vLLM) and capped at
+	// MaxCacheTokens; zero when the labels are missing or malformed.
+	CacheTokens int
 }
+
+// MaxCacheTokens caps Engine.CacheTokens: 2^31-1 tokens, beyond any one
+// engine's cache.
+const MaxCacheTokens = 1<<31 - 1
 
 // engineNames are the metric names of one engine kind.
 type engineNames struct {
@@ -231,6 +241,7 @@ func ParseEngine(r io.Reader) (Engine, error) {
 			e.StartTime = t
 		}
 		e.MaxSeqs = infoLabel(fams, n.kind+":cache_config_info", "max_num_seqs")
+		e.CacheTokens = cacheTokens(fams, n.kind+":cache_config_info")
 		return e, nil
 	}
 	return Engine{}, ErrNoEngineMetrics
@@ -253,6 +264,47 @@ func infoLabel(fams map[string]*dto.MetricFamily, name, label string) int {
 		}
 	}
 	return 0
+}
+
+// cacheTokens reads the cache size from the block labels of an info gauge:
+// per series (num_gpu_blocks + num_cpu_blocks) x block_size, summed and
+// capped at MaxCacheTokens. A series without a positive block_size and
+// num_gpu_blocks counts as unknown and makes the whole answer 0; a missing
+// or unparsable num_cpu_blocks (vLLM writes "None" without a host tier)
+// counts as no host tier.
+func cacheTokens(fams map[string]*dto.MetricFamily, name string) int {
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+	var total int64
+	for _, m := range f.Metric {
+		block, gpu, cpu := labelCount(m, "block_size"), labelCount(m, "num_gpu_blocks"), labelCount(m, "num_cpu_blocks")
+		if block <= 0 || gpu <= 0 {
+			return 0
+		}
+		blocks := gpu + max(cpu, 0)
+		if blocks > MaxCacheTokens/block { // checked before multiplying: no overflow
+			return MaxCacheTokens
+		}
+		total = min(total+blocks*block, MaxCacheTokens)
+	}
+	return int(total)
+}
+
+// labelCount is a label's value as a count in 0..MaxCacheTokens; -1 if
+// the label is absent or not such a count.
+func labelCount(m *dto.Metric, label string) int64 {
+	for _, l := range m.Label {
+		if l.GetName() == label {
+			n, err := strconv.ParseInt(l.GetValue(), 10, 64)
+			if err != nil || n < 0 || n > MaxCacheTokens {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
 }
 
 // mean averages a family's samples (KV usage per engine instance).

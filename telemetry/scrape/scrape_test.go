@@ -142,6 +142,7 @@ func FuzzParseEngine(f *testing.F) {
 	f.Add([]byte("vllm:num_requests_running NaN\nvllm:time_to_first_token_seconds_bucket{le=\"x\"} 1\n"))
 	f.Add(open(f, "recorded/vllm-docs-v1-metrics.txt"))
 	f.Add([]byte("vllm:num_requests_running 0\nprocess_start_time_seconds +Inf\nvllm:cache_config_info{max_num_seqs=\"99999999999\"} 1\n"))
+	f.Add([]byte("vllm:num_requests_running 0\nvllm:cache_config_info{block_size=\"2147483647\",num_gpu_blocks=\"2147483647\",num_cpu_blocks=\"2147483647\"} 1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := ParseEngine(bytes.NewReader(data))
 		if err != nil {
@@ -149,6 +150,9 @@ func FuzzParseEngine(f *testing.F) {
 		}
 		if e.StartTime < 0 || math.IsInf(e.StartTime, 0) || math.IsNaN(e.StartTime) || e.MaxSeqs < 0 || e.MaxSeqs > 1<<20 {
 			t.Errorf("start time or max seqs out of range: %+v", e)
+		}
+		if e.CacheTokens < 0 || e.CacheTokens > MaxCacheTokens {
+			t.Errorf("cache tokens %d outside 0..%d", e.CacheTokens, MaxCacheTokens)
 		}
 		if e.Running < 0 || e.Waiting < 0 || e.KVFill < 0 || e.KVFill > 1 {
 			t.Errorf("out of range: %+v", e)
