@@ -46,12 +46,14 @@ type options struct {
 	jsonOut   bool
 	sessions  int
 	clientMax int
+	routerID  string
 }
 
 func parse(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("statsload", flag.ContinueOnError)
 	fs.StringVar(&o.router, "router", "", "the router's base URL (http://127.0.0.1:PORT)")
+	fs.StringVar(&o.routerID, "router-id", "router-1", "the router replica's --id: stats are signed for that replica alone")
 	fs.IntVar(&o.pid, "router-pid", 0, "the router's process id, whose CPU and memory /proc shows")
 	fs.StringVar(&o.keyFile, "hmac-key-file", "", "the fleet's HMAC key file (a gateway-role key signs the stats)")
 	fs.IntVar(&o.gateways, "gateways", 1000, "gateways sending stats")
@@ -299,7 +301,7 @@ func (g *gatewaySender) send(ctx context.Context, m *wire.Stats, bytesSent *atom
 		return err
 	}
 	bytesSent.Add(int64(len(body)))
-	req, err := g.signer.NewRequest("router", http.MethodPost, g.o.router+wire.PathStats, body)
+	req, err := g.signer.NewRequest(auth.Audience("router", g.o.routerID), http.MethodPost, g.o.router+wire.PathStats, body)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func BenchmarkStatsMessage(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				req, err := signers[i].NewRequest("router", http.MethodPost, "http://router"+wire.PathStats, body)
+				req, err := signers[i].NewRequest(auth.Audience("router", cfg.ID), http.MethodPost, "http://router"+wire.PathStats, body)
 				if err != nil {
 					b.Fatal(err)
 				}
