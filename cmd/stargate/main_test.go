@@ -284,17 +284,6 @@ func TestSimClass(t *testing.T) {
 
 // TestEngineServesAndStops: stargate engine answers on its port and stops
 // cleanly when its context ends.
-func scrape(t *testing.T, addr string) string {
-	t.Helper()
-	r, err := http.Get(addr + "/metrics")
-	if err != nil {
-		return ""
-	}
-	defer func() { _ = r.Body.Close() }()
-	b, _ := io.ReadAll(r.Body)
-	return string(b)
-}
-
 func TestEngineServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
