@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-llm/stargate/engine"
 	"github.com/stargate-llm/stargate/internal/slowtest"
 	"go.uber.org/goleak"
 )
@@ -282,17 +284,6 @@ func TestSimClass(t *testing.T) {
 
 // TestEngineServesAndStops: stargate engine answers on its port and stops
 // cleanly when its context ends.
-func scrape(t *testing.T, addr string) string {
-	t.Helper()
-	r, err := http.Get(addr + "/metrics")
-	if err != nil {
-		return ""
-	}
-	defer func() { _ = r.Body.Close() }()
-	b, _ := io.ReadAll(r.Body)
-	return string(b)
-}
-
 func TestEngineServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -319,31 +310,36 @@ func TestEngineServesAndStops(t *testing.T) {
 		t.Errorf("status %d: %s", resp.StatusCode, body)
 	}
 	// A request in flight when the signal comes still finishes: the engine's
-	// clock runs until the server has drained (about 0.4 s of steps here).
-	inflight := make(chan int, 1)
-	go func() {
-		r, err := http.Post(addr+"/v1/chat/completions", "application/json",
-			strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":40}`))
-		if err != nil {
-			inflight <- 0
-			return
-		}
-		_, _ = io.Copy(io.Discard, r.Body)
-		_ = r.Body.Close()
-		inflight <- r.StatusCode
-	}()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if strings.Contains(scrape(t, addr), "vllm:num_requests_running{model_name=\"stargate-mock\"} 1") {
+	// clock runs until the server has drained. The request is known to be in
+	// flight by events, not by polling a gauge (on a loaded machine the
+	// engine's clock catches up several steps at once, and a poll can miss
+	// the whole run): its first streamed token says it has started, and it
+	// cannot have finished before sent+minRun, since every one of its
+	// decode steps takes at least the half profile's base 8 ms of the
+	// engine's real clock. A test goroutine stalled past that bound tries
+	// again with a new request rather than cancel one that may be done.
+	const maxTokens = 150
+	minRun := time.Duration(maxTokens-1) * time.Duration(engine.HalfProfile().BaseMs*float64(time.Millisecond))
+	var inflight chan inflightResult
+	for attempt := 1; ; attempt++ {
+		sent := time.Now()
+		inflight = streamInFlight(t, addr, maxTokens)
+		if time.Since(sent) < minRun {
+			cancel()
+			if time.Since(sent) >= minRun {
+				t.Skipf("the test stalled %v around cancel: the request's being in flight is not proven", time.Since(sent))
+			}
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second request never started")
+		if r := <-inflight; r.err != nil { // let the stale one finish first
+			t.Fatalf("request %d: %v", attempt, r.err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		if attempt == 5 {
+			t.Fatalf("the test was stalled past %v after each of %d requests' first token", minRun, attempt)
+		}
 	}
-	cancel()
-	if code := <-inflight; code != http.StatusOK {
-		t.Errorf("request in flight at shutdown: status %d, want 200", code)
+	if r := <-inflight; r.err != nil || r.tokens != maxTokens {
+		t.Errorf("request in flight at shutdown: %v, %d tokens; want the whole %d-token stream", r.err, r.tokens, maxTokens)
 	}
 	if code := <-codec; code != 0 {
 		t.Errorf("exit %d: %s", code, errOut.String())
@@ -458,4 +454,55 @@ func TestAdvertisedAddr(t *testing.T) {
 			t.Errorf("advertisedAddr(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
 	}
+}
+
+type inflightResult struct {
+	tokens int // completion_tokens of the final usage chunk
+	err    error
+}
+
+// streamInFlight posts a streamed chat request of maxTokens to addr, returns
+// once its first token has arrived, and reports on the channel how the rest
+// of the stream went: a 200 and a usage chunk before "data: [DONE]".
+func streamInFlight(t *testing.T, addr string, maxTokens int) chan inflightResult {
+	t.Helper()
+	body := fmt.Sprintf(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":%d,"stream":true,"stream_options":{"include_usage":true}}`, maxTokens)
+	r, err := http.Post(addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StatusCode != http.StatusOK {
+		_ = r.Body.Close()
+		t.Fatalf("streamed request: status %d", r.StatusCode)
+	}
+	br := bufio.NewReader(r.Body)
+	if _, err := br.ReadString('\n'); err != nil { // the first token's event
+		_ = r.Body.Close()
+		t.Fatalf("streamed request: no first token: %v", err)
+	}
+	done := make(chan inflightResult, 1)
+	go func() {
+		defer func() { _ = r.Body.Close() }()
+		var res inflightResult
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				res.err = fmt.Errorf("stream ended without [DONE]: %w", err)
+				break
+			}
+			if line == "data: [DONE]\n" {
+				break
+			}
+			var chunk struct {
+				Usage *struct {
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok && json.Unmarshal([]byte(data), &chunk) == nil && chunk.Usage != nil {
+				res.tokens = chunk.Usage.CompletionTokens
+			}
+		}
+		done <- res
+	}()
+	return done
 }
