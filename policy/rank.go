@@ -10,6 +10,9 @@ import (
 // rankTree, whose pick costs about the same at 1,000 and at 10,000
 // backends. The routing study's fleets (20 backends; 200 copied ten times)
 // stay below it, so their results are those of flat rendezvous to the digit.
+// The switch has no hysteresis: it depends only on the number of backends,
+// so every router replica ranks alike whatever its history, and a fleet
+// whose size flaps across it reshuffles its sessions at each crossing.
 const rankFlatMax = 256
 
 // The rank tree's shape: each level splits a node by the next rankBits bits
