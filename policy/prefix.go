@@ -84,6 +84,8 @@ type Prefix struct {
 	// picks; cand their scratch.
 	pos  []int32
 	cand []prefixCand
+	// level counts the holders by blocks held, for pickDense.
+	level []int
 }
 
 // prefixCand is a backend holding a prefix that counts, for a pick over the
@@ -296,17 +298,30 @@ func (pp *Prefix) pickTree(t *rankTree, now time.Duration, r *Request, views []V
 	band := bandOf(pp.p, now, r)
 	var sel prefixBest
 	sel.reset(band, pp.cand)
-	for id, m := range pp.matched {
-		if m == 0 || id >= len(pp.pos) || pp.pos[id] < 0 {
-			continue
+	held := func(i int) int32 { // the blocks position i holds that count, 0 for none
+		id := int(pp.ids[i])
+		if id >= len(pp.matched) {
+			return 0
 		}
-		i := int(pp.pos[id])
-		if !t.isElig[i] || t.excluded(int32(i)) || views[i].Utilization() > limit {
-			continue
+		m := pp.matched[id]
+		if m == 0 || !t.isElig[i] || t.excluded(int32(i)) || views[i].Utilization() > limit {
+			return 0
 		}
-		isFree := views[i].Free()
-		if sel.see(m, isFree) {
-			sel.offer(prefixCand{pos: i, m: m, t: t.timeOf(r.Session, i)}, isFree)
+		return m
+	}
+	if !pp.pickDense(t, r, views, &sel, held) {
+		for id, m := range pp.matched {
+			if m == 0 || id >= len(pp.pos) || pp.pos[id] < 0 {
+				continue
+			}
+			i := int(pp.pos[id])
+			if held(i) == 0 {
+				continue
+			}
+			isFree := views[i].Free()
+			if sel.see(m, isFree) {
+				sel.offer(prefixCand{pos: i, m: m, t: t.timeOf(r.Session, i)}, isFree)
+			}
 		}
 	}
 	cand := sel.sorted()
@@ -345,6 +360,108 @@ func (pp *Prefix) pickTree(t *rankTree, now time.Duration, r *Request, views []V
 		}
 		return len(cand) + t.countBefore(r.Session, tf, limit-len(cand))
 	})
+}
+
+// prefixDense is how dense a level of holders (those holding the same
+// number of blocks) must be among the eligible backends (1 in prefixDense
+// at least) for pickDense to find the first of them by walking the tree's
+// ranking (about prefixDense backends a holder taken) rather than timing
+// every one of them (a descent of the tree each).
+const prefixDense = 8
+
+// pickDense fills sel when the band's worth of holders ends in a level
+// dense among the eligible backends (a prefix most backends hold, such as
+// a shared system prompt): the holders of more blocks (fewer than the
+// band's width) are timed, and the rest of the band are the first of that
+// level in the tree's ranking, found by walking it; the best free holder
+// is the first free one of the most blocks any free holder holds, found
+// the same way when that level is dense among the free backends. It
+// reports false, leaving sel untouched, otherwise.
+func (pp *Prefix) pickDense(t *rankTree, r *Request, views []View, sel *prefixBest, held func(int) int32) bool {
+	nb := len(r.Blocks)
+	pp.level = resize(pp.level, nb+1)
+	clear(pp.level)
+	var topFree int32
+	n, nFree := 0, 0
+	for i := range pp.ids {
+		m := held(i)
+		if m == 0 {
+			continue
+		}
+		if int(m) > nb {
+			return false
+		}
+		n++
+		pp.level[m]++
+		if views[i].Free() {
+			switch {
+			case m > topFree:
+				topFree, nFree = m, 1
+			case m == topFree:
+				nFree++
+			}
+		}
+	}
+	// The boundary level: the holders of more blocks are fewer than k,
+	// with it they are k or more.
+	above, edge := 0, int32(-1)
+	for m := nb; m > 0; m-- {
+		if above+pp.level[m] >= sel.k {
+			edge = int32(m)
+			break
+		}
+		above += pp.level[m]
+	}
+	if edge < 0 || pp.level[edge]*prefixDense < int(t.elig[0]) {
+		return false
+	}
+	sel.n = n
+	for i := range pp.ids {
+		if m := held(i); m > edge {
+			sel.heap = append(sel.heap, prefixCand{pos: i, m: m, t: t.timeOf(r.Session, i)})
+		}
+	}
+	t.restart()
+	for len(sel.heap) < sel.k {
+		b, tb := t.next(r.Session, false, math.Inf(1))
+		if b < 0 {
+			break
+		}
+		if held(b) == edge {
+			sel.heap = append(sel.heap, prefixCand{pos: b, m: edge, t: tb})
+		}
+	}
+	switch {
+	case nFree == 0:
+	case topFree > edge: // timed above
+		for _, c := range sel.heap {
+			if c.m == topFree && views[c.pos].Free() && (sel.free.pos < 0 || c.ranksBefore(sel.free)) {
+				sel.free = c
+			}
+		}
+	case nFree*prefixDense >= int(t.free[0]):
+		t.restart()
+		for {
+			b, tb := t.next(r.Session, true, math.Inf(1))
+			if b < 0 {
+				break
+			}
+			if held(b) == topFree {
+				sel.free = prefixCand{pos: b, m: topFree, t: tb}
+				break
+			}
+		}
+	default:
+		for i := range pp.ids {
+			if held(i) == topFree && views[i].Free() {
+				c := prefixCand{pos: i, m: topFree, t: t.timeOf(r.Session, i)}
+				if sel.free.pos < 0 || c.ranksBefore(sel.free) {
+					sel.free = c
+				}
+			}
+		}
+	}
+	return true
 }
 
 // prefixBest keeps, of the prefix holders offered for a pick over the rank

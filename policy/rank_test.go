@@ -428,10 +428,11 @@ func TestRankTreeBand(t *testing.T) {
 // TestPrefixTreeExact: above rankFlatMax, the prefix policy ranks the
 // backends holding a prefix that counts first (by blocks held, then by the
 // rank tree's order) and the others in the tree's order; its pick is that
-// ranking's band, over changing fleets.
+// ranking's band, over changing fleets, with a few holders or with most
+// backends holding the prompt (the walk of the tree's ranking).
 func TestPrefixTreeExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
-	for trial := range 45 {
+	for trial := range 60 {
 		n := rankFlatMax + 1 + rng.IntN(300)
 		bs := backends(n)
 		pp := newPrefix(t, bs, nil)
@@ -443,8 +444,22 @@ func TestPrefixTreeExact(t *testing.T) {
 			}
 		}
 		prompts := [][]uint64{seq(1, 9), seq(100, 130), append(seq(1, 5), seq(500, 520)...)}
-		for i := range vs { // a few backends hold some of the prompts
-			if rng.IntN(4+trial%3*8) == 0 {
+		dense := trial%4 == 3 // most backends hold most of one prompt, a few all of it
+		for i := range vs {   // else a few backends hold some of the prompts
+			switch {
+			case dense && rng.IntN(6) > 0:
+				q := prompts[trial/4%len(prompts)]
+				q = q[:len(q)-1-rng.IntN(2)]
+				if rng.IntN(40) == 0 { // a few hold more of it
+					q = prompts[trial/4%len(prompts)]
+				}
+				pp.record(0, &Request{Blocks: q, BlockTokens: 16}, &vs[i], pp.ids[i])
+				if trial%8 == 7 && rng.IntN(30) > 0 { // few free holders, the others free
+					vs[i].Active = vs[i].Capacity
+				}
+			case dense && trial%8 == 7:
+				vs[i].Active = 0
+			case !dense && rng.IntN(4+trial%3*8) == 0:
 				q := prompts[rng.IntN(len(prompts))]
 				pp.record(0, &Request{Blocks: q[:1+rng.IntN(len(q))], BlockTokens: 16}, &vs[i], pp.ids[i])
 			}
