@@ -38,8 +38,11 @@
 // backend is b with probability w_b/W, and so on down the band), but not
 // the same draw, so a session's backend differs from the flat ranking's;
 // a weight change moves sessions only to or from the changed backend's
-// subtree. The top backend, the best-ranked free one and the band cost
-// O(log n) hashes instead of one per backend. pulsar-waw-tps and prefix
+// subtree. The tree's depth is fixed (rankLevels), so a backend joining or
+// leaving changes only its ancestors' weights at any fleet size. The top
+// backend, the best-ranked free one and the band cost a few hashes per
+// level instead of one per backend (the buckets, about 8 backends at
+// 32,768, grow past that). pulsar-waw-tps and prefix
 // rank the same way; the routing study's fleets (20 and 200 backends) rank
 // flat, as before.
 //

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -85,6 +84,8 @@ type Prefix struct {
 	// picks; cand their scratch.
 	pos  []int32
 	cand []prefixCand
+	// level counts the holders by blocks held, for pickDense.
+	level []int
 }
 
 // prefixCand is a backend holding a prefix that counts, for a pick over the
@@ -291,35 +292,51 @@ func (pp *Prefix) pickTree(t *rankTree, now time.Duration, r *Request, views []V
 		capacity -= t.capa[x]
 	}
 	limit := float64(outstanding)/float64(max(capacity, 1)) + pp.p.Prefix.LoadSlack
-	cand := pp.cand[:0]
-	for id, m := range pp.matched {
-		if m == 0 || id >= len(pp.pos) || pp.pos[id] < 0 {
-			continue
+	// Only the band's worth of holders is kept (the band's count stops at
+	// its width), and the best free one: with a prefix every backend
+	// holds, the cost is one pass over the holders, not a sort of them.
+	band := bandOf(pp.p, now, r)
+	var sel prefixBest
+	sel.reset(band, pp.cand)
+	held := func(i int) int32 { // the blocks position i holds that count, 0 for none
+		id := int(pp.ids[i])
+		if id >= len(pp.matched) {
+			return 0
 		}
-		i := int(pp.pos[id])
-		if !t.isElig[i] || t.excluded(int32(i)) || views[i].Utilization() > limit {
-			continue
+		m := pp.matched[id]
+		if m == 0 || !t.isElig[i] || t.excluded(int32(i)) || views[i].Utilization() > limit {
+			return 0
 		}
-		cand = append(cand, prefixCand{pos: i, m: m, t: t.timeOf(r.Session, i)})
+		return m
 	}
-	slices.SortFunc(cand, func(a, b prefixCand) int {
-		if a.m != b.m {
-			return cmp.Compare(b.m, a.m)
+	if !pp.pickDense(t, r, views, &sel, held) {
+		for id, m := range pp.matched {
+			if m == 0 || id >= len(pp.pos) || pp.pos[id] < 0 {
+				continue
+			}
+			i := int(pp.pos[id])
+			if held(i) == 0 {
+				continue
+			}
+			isFree := views[i].Free()
+			if sel.see(m, isFree) {
+				sel.offer(prefixCand{pos: i, m: m, t: t.timeOf(r.Session, i)}, isFree)
+			}
 		}
-		if c := cmp.Compare(a.t, b.t); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.pos, b.pos)
-	})
+	}
+	cand := sel.sorted()
 	pp.cand = cand
 	if len(cand) == 0 {
 		return pp.pw.pickTree(t, now, r, views)
 	}
-	top, free, freeAt := cand[0].pos, -1, -1
-	for k, c := range cand {
-		if views[c.pos].Free() {
-			free, freeAt = c.pos, k
-			break
+	top, free, freeAt := cand[0].pos, sel.free.pos, -1
+	if free >= 0 { // its rank: in the band kept, or past it
+		freeAt = len(cand)
+		for k, c := range cand {
+			if c.pos == free {
+				freeAt = k
+				break
+			}
 		}
 	}
 	if free == top {
@@ -333,7 +350,7 @@ func (pp *Prefix) pickTree(t *rankTree, now time.Duration, r *Request, views []V
 		if freeAt >= 0 {
 			return min(freeAt, limit)
 		}
-		if len(cand) >= limit {
+		if sel.n >= limit {
 			return limit
 		}
 		// The candidates rank before the free backend; skip them in the
@@ -343,6 +360,198 @@ func (pp *Prefix) pickTree(t *rankTree, now time.Duration, r *Request, views []V
 		}
 		return len(cand) + t.countBefore(r.Session, tf, limit-len(cand))
 	})
+}
+
+// prefixDense is how dense a level of holders (those holding the same
+// number of blocks) must be among the eligible backends (1 in prefixDense
+// at least) for pickDense to find the first of them by walking the tree's
+// ranking (about prefixDense backends a holder taken) rather than timing
+// every one of them (a descent of the tree each).
+const prefixDense = 8
+
+// pickDense fills sel when the band's worth of holders ends in a level
+// dense among the eligible backends (a prefix most backends hold, such as
+// a shared system prompt): the holders of more blocks (fewer than the
+// band's width) are timed, and the rest of the band are the first of that
+// level in the tree's ranking, found by walking it; the best free holder
+// is the first free one of the most blocks any free holder holds, found
+// the same way when that level is dense among the free backends. It
+// reports false, leaving sel untouched, otherwise.
+func (pp *Prefix) pickDense(t *rankTree, r *Request, views []View, sel *prefixBest, held func(int) int32) bool {
+	nb := len(r.Blocks)
+	pp.level = resize(pp.level, nb+1)
+	clear(pp.level)
+	var topFree int32
+	n, nFree := 0, 0
+	for i := range pp.ids {
+		m := held(i)
+		if m == 0 {
+			continue
+		}
+		if int(m) > nb {
+			return false
+		}
+		n++
+		pp.level[m]++
+		if views[i].Free() {
+			switch {
+			case m > topFree:
+				topFree, nFree = m, 1
+			case m == topFree:
+				nFree++
+			}
+		}
+	}
+	// The boundary level: the holders of more blocks are fewer than k,
+	// with it they are k or more.
+	above, edge := 0, int32(-1)
+	for m := nb; m > 0; m-- {
+		if above+pp.level[m] >= sel.k {
+			edge = int32(m)
+			break
+		}
+		above += pp.level[m]
+	}
+	if edge < 0 || pp.level[edge]*prefixDense < int(t.elig[0]) {
+		return false
+	}
+	sel.n = n
+	for i := range pp.ids {
+		if m := held(i); m > edge {
+			sel.heap = append(sel.heap, prefixCand{pos: i, m: m, t: t.timeOf(r.Session, i)})
+		}
+	}
+	t.restart()
+	for len(sel.heap) < sel.k {
+		b, tb := t.next(r.Session, false, math.Inf(1))
+		if b < 0 {
+			break
+		}
+		if held(b) == edge {
+			sel.heap = append(sel.heap, prefixCand{pos: b, m: edge, t: tb})
+		}
+	}
+	switch {
+	case nFree == 0:
+	case topFree > edge: // timed above
+		for _, c := range sel.heap {
+			if c.m == topFree && views[c.pos].Free() && (sel.free.pos < 0 || c.ranksBefore(sel.free)) {
+				sel.free = c
+			}
+		}
+	case nFree*prefixDense >= int(t.free[0]):
+		t.restart()
+		for {
+			b, tb := t.next(r.Session, true, math.Inf(1))
+			if b < 0 {
+				break
+			}
+			if held(b) == topFree {
+				sel.free = prefixCand{pos: b, m: topFree, t: tb}
+				break
+			}
+		}
+	default:
+		for i := range pp.ids {
+			if held(i) == topFree && views[i].Free() {
+				c := prefixCand{pos: i, m: topFree, t: t.timeOf(r.Session, i)}
+				if sel.free.pos < 0 || c.ranksBefore(sel.free) {
+					sel.free = c
+				}
+			}
+		}
+	}
+	return true
+}
+
+// prefixBest keeps, of the prefix holders offered for a pick over the rank
+// tree, the k that rank first (by blocks held, then time, then position)
+// and the best-ranked free one, without sorting them all: heap holds the k
+// best so far, the worst of them at its root.
+type prefixBest struct {
+	k    int
+	heap []prefixCand
+	free prefixCand // pos -1: none
+	n    int        // the holders seen
+}
+
+// reset empties b to keep the k best (at least 1), reusing heap's array.
+func (b *prefixBest) reset(k int, heap []prefixCand) {
+	b.k, b.heap, b.free, b.n = max(k, 1), heap[:0], prefixCand{pos: -1}, 0
+}
+
+// see counts a holder of m blocks and reports whether it could be kept,
+// that is whether its time is needed: not if it holds fewer blocks than
+// the worst of a full heap and, free, than the best free one so far.
+func (b *prefixBest) see(m int32, isFree bool) bool {
+	b.n++
+	if len(b.heap) < b.k || m >= b.heap[0].m {
+		return true
+	}
+	return isFree && (b.free.pos < 0 || m >= b.free.m)
+}
+
+// offer keeps c if it ranks among the k best so far, or as the best free.
+func (b *prefixBest) offer(c prefixCand, isFree bool) {
+	if isFree && (b.free.pos < 0 || c.ranksBefore(b.free)) {
+		b.free = c
+	}
+	h := b.heap
+	switch {
+	case len(h) < b.k:
+		h = append(h, c)
+		for i := len(h) - 1; i > 0; { // up
+			p := (i - 1) / 2
+			if !h[p].ranksBefore(h[i]) {
+				break
+			}
+			h[i], h[p] = h[p], h[i]
+			i = p
+		}
+	case c.ranksBefore(h[0]):
+		h[0] = c
+		for i := 0; ; { // down
+			l, w := 2*i+1, i
+			if l < len(h) && h[w].ranksBefore(h[l]) {
+				w = l
+			}
+			if l+1 < len(h) && h[w].ranksBefore(h[l+1]) {
+				w = l + 1
+			}
+			if w == i {
+				break
+			}
+			h[i], h[w] = h[w], h[i]
+			i = w
+		}
+	}
+	b.heap = h
+}
+
+// sorted is the kept holders, best first.
+func (b *prefixBest) sorted() []prefixCand {
+	slices.SortFunc(b.heap, func(x, y prefixCand) int {
+		if x.ranksBefore(y) {
+			return -1
+		}
+		if y.ranksBefore(x) {
+			return 1
+		}
+		return 0
+	})
+	return b.heap
+}
+
+// ranksBefore orders holders: more blocks first, then the earlier time in
+// the tree's race, then the lower position.
+func (a prefixCand) ranksBefore(b prefixCand) bool {
+	if a.m != b.m {
+		return a.m > b.m
+	}
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	return a.pos < b.pos
 }
 
 // score is backend v's rank score for r holding m blocks of its prefix.

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -259,6 +260,84 @@ func TestPrefixIndexSizing(t *testing.T) {
 			if got := pp.idx.Capacity(pp.ids[1]); got != tt.want {
 				t.Errorf("index capacity %d blocks, want %d", got, tt.want)
 			}
+		})
+	}
+}
+
+// TestPrefixBestMatchesSort: the prefix pick over the rank tree keeps only
+// the band's worth of holders and the best free one (prefixBest); over
+// random holders, with ties in blocks held and in time, they are the
+// first k of the holders all sorted and the first free one among them,
+// whatever the order they come in.
+func TestPrefixBestMatchesSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 5))
+	for trial := range 2000 {
+		n := rng.IntN(60)
+		k := rng.IntN(n+4) - 1 // -1 and 0 keep one
+		all := make([]prefixCand, n)
+		free := make(map[int]bool)
+		for i := range all {
+			all[i] = prefixCand{pos: i, m: int32(1 + rng.IntN(1+trial%5)), t: float64(rng.IntN(1 + trial%40))}
+			free[i] = rng.IntN(1+trial%7) == 0
+		}
+		rng.Shuffle(n, func(i, j int) { all[i], all[j] = all[j], all[i] })
+		var sel prefixBest
+		sel.reset(k, nil)
+		for _, c := range all {
+			if sel.see(c.m, free[c.pos]) {
+				sel.offer(c, free[c.pos])
+			}
+		}
+		got := sel.sorted()
+		want := slices.Clone(all)
+		slices.SortFunc(want, func(a, b prefixCand) int {
+			if a.m != b.m {
+				return cmp.Compare(b.m, a.m)
+			}
+			if c := cmp.Compare(a.t, b.t); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.pos, b.pos)
+		})
+		wantFree := -1
+		for _, c := range want {
+			if free[c.pos] {
+				wantFree = c.pos
+				break
+			}
+		}
+		want = want[:min(max(k, 1), n)]
+		if !slices.Equal(got, want) || sel.free.pos != wantFree || sel.n != n {
+			t.Fatalf("trial %d (%d holders, k %d): kept %v, free %d, seen %d; sorted %v, free %d", trial, n, k, got, sel.free.pos, sel.n, want, wantFree)
+		}
+	}
+}
+
+// BenchmarkPrefixSharedPick is a prefix pick over the rank tree when every
+// backend holds the prompt's prefix (a shared system prompt), all full
+// but one: every backend is a holder, and the pick keeps the band's worth.
+func BenchmarkPrefixSharedPick(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("backends=%d", n), func(b *testing.B) {
+			bs := backends(n)
+			pp := newPrefix(b, bs, nil)
+			vs := views(bs, 50)
+			held := seq(7, 23)
+			for i := range vs {
+				vs[i].Active = 50
+				pp.record(0, &Request{Blocks: held, BlockTokens: 512}, &vs[i], pp.ids[i])
+			}
+			vs[n/3].Active = 0
+			blocks := append(slices.Clone(held), seq(1<<40, 1<<40+8)...)
+			r := &Request{QueuedAt: -1, Blocks: blocks, BlockTokens: 512}
+			pp.Track(vs)
+			b.ReportAllocs()
+			cpu := cputime.Used()
+			for i := 0; b.Loop(); i++ {
+				r.Session = uint64(i)
+				pp.Pick(time.Second, r, vs)
+			}
+			b.ReportMetric(float64(cputime.Used()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -258,7 +258,7 @@ func bandPick(p Params, now time.Duration, r *Request, views []View, scores []fl
 // reaches the band matters), and is called only when the band matters.
 func bandDecide(p Params, now time.Duration, r *Request, views []View, top, free int, rankOfFree func(limit int) int) Decision {
 	waited := now - r.Arrived
-	band := 1 + int(waited/p.BandStep)
+	band := bandOf(p, now, r)
 	if top < 0 {
 		return reject("no eligible backend")
 	}
@@ -279,4 +279,10 @@ func bandDecide(p Params, now time.Duration, r *Request, views []View, top, free
 		return dispatch(free)
 	}
 	return reject("overloaded: affinity queue full and no backend has a free slot")
+}
+
+// bandOf is the band's width for r at now: 1, and one more per BandStep
+// waited since it arrived.
+func bandOf(p Params, now time.Duration, r *Request) int {
+	return 1 + int((now-r.Arrived)/p.BandStep)
 }

@@ -10,15 +10,16 @@ import (
 // rankTree, whose pick costs about the same at 1,000 and at 10,000
 // backends. The routing study's fleets (20 backends; 200 copied ten times)
 // stay below it, so their results are those of flat rendezvous to the digit.
+// The switch has no hysteresis: it depends only on the number of backends,
+// so every router replica ranks alike whatever its history, and a fleet
+// whose size flaps across it reshuffles its sessions at each crossing.
 const rankFlatMax = 256
 
 // The rank tree's shape: each level splits a node by the next rankBits bits
-// of its backends' keys, and buckets (the last level) hold about
-// rankBucketAvg backends at most, on average.
+// of its backends' keys, down to the buckets at rankLevels.
 const (
-	rankBits      = 2
-	rankFan       = 1 << rankBits
-	rankBucketAvg = 8
+	rankBits = 2
+	rankFan  = 1 << rankBits
 	// rankMinWeight is the least weight an eligible backend counts with in
 	// the tree (its time must stay finite).
 	rankMinWeight = 1e-6
@@ -26,8 +27,8 @@ const (
 
 // rankTree is weighted rendezvous over a trie of the backends' keys: the
 // root splits the fleet by the top rankBits bits of each backend's Key, its
-// children by the next ones, down to buckets of about rankBucketAvg
-// backends. A node's weight is the sum of its eligible backends' weights
+// children by the next ones, down to the buckets at the fixed depth
+// rankLevels (whatever the fleet's size). A node's weight is the sum of its eligible backends' weights
 // (each at least rankMinWeight).
 //
 // A session ranks the backends as an exponential race: backend b finishes
@@ -132,20 +133,15 @@ func (a rankItem) before(b rankItem) bool {
 	return a.id < b.id
 }
 
-// rankMaxLevels bounds the depth (a bucket's index, rankBits per level,
-// must fit an int32): past 8 x 4^11, some 34 million backends, the buckets
-// grow instead.
-const rankMaxLevels = 12
-
-// rankLevels is the depth of the buckets for n backends.
-func rankLevels(n int) int {
-	l, nodes := 1, rankFan
-	for n > rankBucketAvg*nodes && l < rankMaxLevels {
-		l++
-		nodes *= rankFan
-	}
-	return l
-}
+// rankLevels is the depth of the buckets, the same for every fleet the
+// tree ranks: 4^6 = 4,096 buckets, about 8 backends each at 32,768
+// backends; past that the buckets grow instead. A depth that rose with the
+// fleet would split every bucket and redraw the races in it each time the
+// fleet crossed a threshold, moving most sessions when one backend joins
+// (about 65% at 2,048 -> 2,049 backends); with a fixed depth a backend
+// joining or leaving changes only its own ancestors' weights at any size
+// (TestRankTreeJoinLeave).
+const rankLevels = 6
 
 // nodeKey is the rendezvous key of the node at level l with key prefix p.
 func nodeKey(l int, p uint64) uint64 { return mix(uint64(l)<<58 ^ p ^ 0x7a3c_5e1d_b6f0_4a29) }
@@ -155,7 +151,7 @@ func nodeKey(l int, p uint64) uint64 { return mix(uint64(l)<<58 ^ p ^ 0x7a3c_5e1
 func (t *rankTree) build(views []View, useTPS bool) {
 	n := len(views)
 	t.n, t.useTPS = n, useTPS
-	t.levels = rankLevels(n)
+	t.levels = rankLevels
 	t.off = t.off[:0]
 	total, nodes := 0, 1
 	for l := 0; l <= t.levels; l++ {

@@ -428,10 +428,11 @@ func TestRankTreeBand(t *testing.T) {
 // TestPrefixTreeExact: above rankFlatMax, the prefix policy ranks the
 // backends holding a prefix that counts first (by blocks held, then by the
 // rank tree's order) and the others in the tree's order; its pick is that
-// ranking's band, over changing fleets.
+// ranking's band, over changing fleets, with a few holders or with most
+// backends holding the prompt (the walk of the tree's ranking).
 func TestPrefixTreeExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
-	for trial := range 45 {
+	for trial := range 60 {
 		n := rankFlatMax + 1 + rng.IntN(300)
 		bs := backends(n)
 		pp := newPrefix(t, bs, nil)
@@ -443,8 +444,22 @@ func TestPrefixTreeExact(t *testing.T) {
 			}
 		}
 		prompts := [][]uint64{seq(1, 9), seq(100, 130), append(seq(1, 5), seq(500, 520)...)}
-		for i := range vs { // a few backends hold some of the prompts
-			if rng.IntN(4+trial%3*8) == 0 {
+		dense := trial%4 == 3 // most backends hold most of one prompt, a few all of it
+		for i := range vs {   // else a few backends hold some of the prompts
+			switch {
+			case dense && rng.IntN(6) > 0:
+				q := prompts[trial/4%len(prompts)]
+				q = q[:len(q)-1-rng.IntN(2)]
+				if rng.IntN(40) == 0 { // a few hold more of it
+					q = prompts[trial/4%len(prompts)]
+				}
+				pp.record(0, &Request{Blocks: q, BlockTokens: 16}, &vs[i], pp.ids[i])
+				if trial%8 == 7 && rng.IntN(30) > 0 { // few free holders, the others free
+					vs[i].Active = vs[i].Capacity
+				}
+			case dense && trial%8 == 7:
+				vs[i].Active = 0
+			case !dense && rng.IntN(4+trial%3*8) == 0:
 				q := prompts[rng.IntN(len(prompts))]
 				pp.record(0, &Request{Blocks: q[:1+rng.IntN(len(q))], BlockTokens: 16}, &vs[i], pp.ids[i])
 			}
@@ -571,21 +586,49 @@ func BenchmarkPulsarWatch(b *testing.B) {
 	}
 }
 
-// TestRankLevels: buckets hold at most rankBucketAvg backends on average
-// with no level more than that needs, and the depth stops at
-// rankMaxLevels.
-func TestRankLevels(t *testing.T) {
-	for _, n := range []int{1, 257, 1000, 10_000, 100_000, 1 << 40} {
-		l := rankLevels(n)
-		buckets := 1 << (rankBits * l)
-		if l < rankMaxLevels && n > rankBucketAvg*buckets {
-			t.Errorf("%d backends: %d levels, %.1f per bucket", n, l, float64(n)/float64(buckets))
+// TestRankTreeJoinLeave: one backend joining (or another leaving) moves
+// only a few times the least possible share of sessions at every fleet
+// size, those where the tree's depth used to rise (512 -> 513, 2,048 ->
+// 2,049, 8,192 -> 8,193 backends, when every bucket split and about 65% of
+// sessions moved) as at the others: the tree's shape does not depend on
+// the fleet's size.
+func TestRankTreeJoinLeave(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 7))
+	const sessions = 100_000
+	for _, n := range []int{300, 512, 1000, 2048, 5000, 8192} {
+		vs := weightedFleet(rng, n+1)
+		gone := rng.IntN(n) // the backend that leaves the fleet of n+1
+		rest := append(slices.Clone(vs[:gone]), vs[gone+1:]...)
+		for i := range rest {
+			rest[i].Index = i
 		}
-		if l > 1 && n <= rankBucketAvg*buckets/rankFan {
-			t.Errorf("%d backends: %d levels, one too many", n, l)
-		}
-		if l > rankMaxLevels {
-			t.Errorf("%d backends: %d levels, more than %d", n, l, rankMaxLevels)
+		for _, change := range []struct {
+			name          string
+			before, after []View
+			w             float64 // the weight that joins or leaves
+		}{
+			{"joins", vs[:n], vs, float64(vs[n].Capacity)},
+			{"leaves", vs, rest, float64(vs[gone].Capacity)},
+		} {
+			var tb, ta rankTree
+			tb.build(change.before, false)
+			ta.build(change.after, false)
+			least := change.w / max(tb.wsum[0], ta.wsum[0])
+			moved := 0
+			for s := range sessions {
+				b, _ := tb.top(mix(uint64(s)))
+				a, _ := ta.top(mix(uint64(s)))
+				if change.before[b].Key != change.after[a].Key {
+					moved++
+				}
+			}
+			share := float64(moved) / sessions
+			t.Logf("%d -> %d backends (one %s): %.5f of sessions moved, least possible %.5f (%.1fx)",
+				len(change.before), len(change.after), change.name, share, least, share/least)
+			if limit := float64(rankLevels+1) * 1.5; share > limit*least || share < least/2 {
+				t.Errorf("%d -> %d backends: %.5f of sessions moved; the least possible is %.5f, want within [1/2, %.1f] times it",
+					len(change.before), len(change.after), share, least, limit)
+			}
 		}
 	}
 }
