@@ -23,3 +23,18 @@ func For(ctx context.Context, d time.Duration) bool {
 
 // Until waits until at (see For).
 func Until(ctx context.Context, at time.Time) bool { return For(ctx, time.Until(at)) }
+
+// Every calls f every d, the first time d from now, until ctx ends; a call
+// that overruns d delays the next (ticks are dropped, as time.Ticker's).
+func Every(ctx context.Context, d time.Duration, f func()) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		f()
+	}
+}

@@ -26,3 +26,20 @@ func TestFor(t *testing.T) {
 		}
 	})
 }
+
+func TestEvery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		start := time.Now()
+		var at []time.Duration
+		time.AfterFunc(3500*time.Millisecond, cancel)
+		Every(ctx, time.Second, func() { at = append(at, time.Since(start)) })
+		want := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
+		if len(at) != len(want) || at[0] != want[0] || at[1] != want[1] || at[2] != want[2] {
+			t.Fatalf("called at %v, want %v", at, want)
+		}
+		if time.Since(start) != 3500*time.Millisecond {
+			t.Fatalf("returned at %v, want when ctx ended (3.5s)", time.Since(start))
+		}
+	})
+}

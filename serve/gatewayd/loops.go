@@ -13,6 +13,7 @@ import (
 	"time"
 
 	core "github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/internal/wait"
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/engined"
 	"github.com/stargate-llm/stargate/serve/wire"
@@ -140,16 +141,7 @@ func (s *Server) message(st *core.Stats, router string) wire.Stats {
 // scrapeLoop reads the engine's /metrics (and the DCGM exporters) every
 // ScrapeInterval and attaches the signals to the stats.
 func (s *Server) scrapeLoop(ctx context.Context) {
-	tick := time.NewTicker(s.cfg.ScrapeInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		_, _ = s.scrape(ctx)
-	}
+	wait.Every(ctx, s.cfg.ScrapeInterval, func() { _, _ = s.scrape(ctx) })
 }
 
 // scrape reads vLLM's (or SGLang's) load metrics, summed over the engine
@@ -278,30 +270,29 @@ func (s *Server) get(ctx context.Context, url string, limit int64) ([]byte, erro
 
 // fenceLoop fences quarantined workers whose leases have drained.
 func (s *Server) fenceLoop(ctx context.Context) {
-	tick := time.NewTicker(s.cfg.FenceInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		s.mu.Lock()
-		var due []core.Challenge
-		for w := range s.workers {
-			if s.slots.Quarantined(w) && s.slots.Inflight(w) == 0 {
-				if c, err := s.slots.Challenge(w, nonce()); err == nil {
-					due = append(due, c)
-				}
-			}
-		}
-		s.mu.Unlock()
-		for _, c := range due {
+	wait.Every(ctx, s.cfg.FenceInterval, func() {
+		for _, c := range s.dueChallenges() {
 			if err := s.fence(ctx, c); err != nil {
 				s.log.Debug("fence did not restore the worker", "worker", c.Worker, "err", err)
 			}
 		}
+	})
+}
+
+// dueChallenges issues a fence challenge to every quarantined worker with
+// nothing in flight.
+func (s *Server) dueChallenges() []core.Challenge {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var due []core.Challenge
+	for w := range s.workers {
+		if s.slots.Quarantined(w) && s.slots.Inflight(w) == 0 {
+			if c, err := s.slots.Challenge(w, nonce()); err == nil {
+				due = append(due, c)
+			}
+		}
 	}
+	return due
 }
 
 // fence asks the worker's engine to state that it is idle and hands the
