@@ -108,12 +108,7 @@ func TestRealEngineCrashAndRestart(t *testing.T) {
 
 	startVLLM(t, eng.addr, "") // a new process: nothing of the old one survives
 	poll.Until(t, 10*time.Second, "recovery after the restart", func() bool { return len(g.Quarantined()) == 0 })
-	var wg sync.WaitGroup
-	codes := make([]int, 10)
-	for i := range codes {
-		wg.Go(func() { codes[i], _ = session(t, url, i) })
-	}
-	wg.Wait()
+	codes := sessions(t, url, 10)
 	for i, c := range codes {
 		if c != http.StatusOK {
 			t.Errorf("session %d after the restart: status %d, want 200", i, c)
@@ -155,12 +150,7 @@ func TestRealEngineDownEveryRequestEnds(t *testing.T) {
 		c.ScrapeInterval, c.MaxQueueWait = 20*time.Millisecond, 500*time.Millisecond
 	})
 	crashMidStream(t, url, eng)
-	var wg sync.WaitGroup
-	codes := make([]int, 10)
-	for i := range codes {
-		wg.Go(func() { codes[i], _ = session(t, url, i) })
-	}
-	wg.Wait()
+	codes := sessions(t, url, 10)
 	for i, c := range codes {
 		if c != http.StatusServiceUnavailable && c != http.StatusBadGateway {
 			t.Errorf("request %d with the engine dead: status %d, want 503 or 502", i, c)
@@ -285,4 +275,17 @@ func grepLines(text, word string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// sessions runs n sessions at once through url and returns their status
+// codes, by session.
+func sessions(t *testing.T, url string, n int) []int {
+	t.Helper()
+	var wg sync.WaitGroup
+	codes := make([]int, n)
+	for i := range codes {
+		wg.Go(func() { codes[i], _ = session(t, url, i) })
+	}
+	wg.Wait()
+	return codes
 }
