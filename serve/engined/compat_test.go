@@ -13,17 +13,7 @@ import (
 
 func get(t *testing.T, url string, header map[string]string) (*http.Response, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, b
+	return call(t, http.MethodGet, url, nil, header)
 }
 
 // TestVLLMCompat: in vLLM mode the engine answers where vLLM differs from

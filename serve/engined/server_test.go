@@ -43,8 +43,17 @@ func start(t *testing.T, mutate func(*Config)) (*Server, string) {
 
 func post(t *testing.T, url, body string, header map[string]string) (*http.Response, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
+	return call(t, http.MethodPost, url, strings.NewReader(body), header)
+}
+
+// call sends one request (a JSON body when body is not nil) with header
+// set and returns the answer with its whole body.
+func call(t *testing.T, method, url string, body io.Reader, header map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, body)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
