@@ -429,6 +429,12 @@ func (s *Server) probed(id rcore.BackendID, rtt time.Duration) {
 	}
 }
 
+// placement is b as the placement core takes it, from its last stats.
+func (b *backend) placement() rcore.Backend {
+	return rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen, Models: b.last.Models,
+		CacheTokens: b.last.CacheTokens}
+}
+
 // add makes b a backend: the first one builds the placement core, later
 // ones join it by ID, leaving every other backend's state alone. Waiting
 // requests are asked again. Called with mu held.
@@ -436,9 +442,7 @@ func (s *Server) add(b *backend) error {
 	if s.core == nil {
 		return s.build([]*backend{b})
 	}
-	rb := rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen, Models: b.last.Models,
-		CacheTokens: wire.ClampCacheTokens(b.last.CacheTokens)}
-	id, out, err := s.core.Add(s.now(), rb, s.outBuf[:0])
+	id, out, err := s.core.Add(s.now(), b.placement(), s.outBuf[:0])
 	if err != nil {
 		return fmt.Errorf("router %s: %w", s.cfg.ID, err)
 	}
@@ -457,8 +461,7 @@ func (s *Server) build(bs []*backend) error {
 	rb := make([]rcore.Backend, len(bs))
 	for i, b := range bs {
 		pb[i] = policy.Backend{Name: b.name, Key: policy.KeyOf(b.name)}
-		rb[i] = rcore.Backend{Name: b.name, Capacity: max(b.last.Capacity, 1), MaxModelLen: b.last.MaxModelLen, Models: b.last.Models,
-			CacheTokens: wire.ClampCacheTokens(b.last.CacheTokens)}
+		rb[i] = b.placement()
 	}
 	pol, err := s.reg.New(s.cfg.Policy, s.cfg.Params, pb, rand.New(rand.NewPCG(s.cfg.Seed, uint64(len(pb)))))
 	if err != nil {
@@ -585,6 +588,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	m.CacheTokens = wire.ClampCacheTokens(m.CacheTokens) // a lie sizes no index past the bound
 	if status, err := s.register(&m, msgID.Boot); err != nil {
 		http.Error(w, err.Error(), status)
 		return
@@ -632,7 +636,7 @@ func (s *Server) register(m *wire.Stats, boot string) (status int, err error) {
 		_ = s.core.Advertise(now, b.id, m.MaxModelLen)
 	}
 	if b.last.CacheTokens != m.CacheTokens {
-		_ = s.core.SetCacheTokens(b.id, wire.ClampCacheTokens(m.CacheTokens)) // b is live; clamped: never negative
+		_ = s.core.SetCacheTokens(b.id, m.CacheTokens) // b is live; clamped on arrival: never negative
 	}
 	b.url, b.region, b.last, b.lastSeen = backendURL(m.URL), m.Region, *m, time.Now()
 	if republish {
