@@ -245,34 +245,43 @@ func othersTTFT(recs []metrics.TurnRecord, faulty []int, slo time.Duration, from
 	return metrics.Percentile(ttfts, 0.95), pct(good, turns)
 }
 
-// SeedLines sets out the measures of PhaseExtras, phase by phase and
-// policy by policy (means over replicates with 95% intervals), beside the
-// bounds they are judged by.
-func (r *ResilienceResults) SeedLines() []string {
-	type key struct{ phase, policy, mode string }
-	var order []key
-	groups := map[key][]*PhaseExtras{}
-	cells := map[key]PhaseCell{}
-	for _, c := range r.Cells() {
-		cells[key{c.Phase, c.Policy, c.Mode}] = c
-	}
+// phaseKey names the replicates of one phase, policy and mode.
+type phaseKey struct{ phase, policy, mode string }
+
+// extraGroups gathers the runs that carry PhaseExtras by phase, policy and
+// mode, in the order each group first appears.
+func (r *ResilienceResults) extraGroups() ([]phaseKey, map[phaseKey][]PhaseMetrics) {
+	var order []phaseKey
+	groups := map[phaseKey][]PhaseMetrics{}
 	for _, m := range r.Runs {
 		if m.Extra == nil {
 			continue
 		}
-		k := key{m.Phase, m.Policy, m.Mode}
+		k := phaseKey{m.Phase, m.Policy, m.Mode}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
-		groups[k] = append(groups[k], m.Extra)
+		groups[k] = append(groups[k], m)
 	}
+	return order, groups
+}
+
+// SeedLines sets out the measures of PhaseExtras, phase by phase and
+// policy by policy (means over replicates with 95% intervals), beside the
+// bounds they are judged by.
+func (r *ResilienceResults) SeedLines() []string {
+	cells := map[phaseKey]PhaseCell{}
+	for _, c := range r.Cells() {
+		cells[phaseKey{c.Phase, c.Policy, c.Mode}] = c
+	}
+	order, groups := r.extraGroups()
 	lines := append(r.latencyLines(), r.LeadLines()...)
 	for _, k := range order {
-		xs := groups[k]
+		ms := groups[k]
 		get := func(f func(*PhaseExtras) float64) Stat {
-			vs := make([]float64, len(xs))
-			for i, x := range xs {
-				vs[i] = f(x)
+			vs := make([]float64, len(ms))
+			for i, m := range ms {
+				vs[i] = f(m.Extra)
 			}
 			return NewStat(vs)
 		}
@@ -290,7 +299,7 @@ func (r *ResilienceResults) SeedLines() []string {
 		// attainment is bounded by the runs' own 30 s before the onset.
 		bound, boundGood, from := pre.Hi(), preGood.Lo(), "30 s before the onset"
 		for _, ph := range []string{"baseline", "failover"} {
-			if c, ok := cells[key{ph, k.policy, k.mode}]; ok {
+			if c, ok := cells[phaseKey{ph, k.policy, k.mode}]; ok {
 				bound, from = c.P95.Hi(), ph+" phase"
 			}
 		}
@@ -334,19 +343,7 @@ func (r *ResilienceResults) CheckGaps() error {
 // latencyLines sets E2E latency percentiles beside TTFT's for every phase
 // and policy, with the longest inter-sample gap of its runs.
 func (r *ResilienceResults) latencyLines() []string {
-	type key struct{ phase, policy, mode string }
-	var order []key
-	groups := map[key][]PhaseMetrics{}
-	for _, m := range r.Runs {
-		if m.Extra == nil {
-			continue
-		}
-		k := key{m.Phase, m.Policy, m.Mode}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], m)
-	}
+	order, groups := r.extraGroups()
 	if len(order) == 0 {
 		return nil
 	}
