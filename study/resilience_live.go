@@ -12,9 +12,9 @@ import (
 	"github.com/stargate-llm/stargate/drive"
 	"github.com/stargate-llm/stargate/internal/wait"
 	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/router"
 	"github.com/stargate-llm/stargate/serve/engined"
 	"github.com/stargate-llm/stargate/serve/fleet"
-	"github.com/stargate-llm/stargate/serve/openai"
 	"github.com/stargate-llm/stargate/serve/routerd"
 	"github.com/stargate-llm/stargate/sim"
 )
@@ -240,7 +240,7 @@ func runLivePhase(ctx context.Context, reg *policy.Registry, sp PhaseSpec) (Phas
 	// the driver sent; a record, by the driver's session number.
 	sessions := map[uint64]uint64{}
 	for i := range recs {
-		sessions[openai.SessionIDKey(strconv.FormatUint(recs[i].Session, 10))] = recs[i].Session
+		sessions[router.SessionIDKey(strconv.FormatUint(recs[i].Session, 10))] = recs[i].Session
 	}
 	for i := range lr.dispatches {
 		lr.dispatches[i].Session = sessions[lr.dispatches[i].Session]

@@ -151,16 +151,13 @@ func WriteError(w http.ResponseWriter, status int, typ, msg string) {
 // the leading messages.
 func SessionKey(h http.Header, user string, lead string) uint64 {
 	if h := h.Get("X-Session-ID"); h != "" {
-		return SessionIDKey(h)
+		return router.SessionIDKey(h)
 	}
 	if user != "" {
 		return xxhash.Sum64String("u:" + user)
 	}
 	return xxhash.Sum64String("m:" + lead)
 }
-
-// SessionIDKey is the session key of a request whose X-Session-ID is id.
-func SessionIDKey(id string) uint64 { return router.SessionIDKey(id) }
 
 // WriteStreamError ends an SSE stream with an error event and [DONE], so a
 // failure after the first byte is never a silently truncated stream.
