@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -37,7 +38,17 @@ type PrefixParams struct {
 	// MaxAge forgets blocks not sent to a backend for this long (0: never;
 	// they leave by capacity only).
 	MaxAge time.Duration `yaml:"max_age" json:"max_age"`
+	// MaxBlocks bounds the blocks the index holds over every backend
+	// together (0: DefaultPrefixMaxBlocks), so that backends claiming
+	// huge caches cannot make a router's memory grow without bound
+	// (prefix.Index.SetBudget).
+	MaxBlocks int `yaml:"max_blocks" json:"max_blocks"`
 }
+
+// DefaultPrefixMaxBlocks is the index's default budget: 4Mi blocks, about
+// 350 MB (prefix.BytesPerBlock each), room for twenty 8-GPU backends'
+// whole GPU caches in 64-token chunks.
+const DefaultPrefixMaxBlocks = 4 << 20
 
 // DefaultTokensPerSlot is the index size per unit of capacity for a
 // backend whose cache capacity is unknown (see PrefixParams.TokensPerSlot).
@@ -62,6 +73,9 @@ func (p PrefixParams) validate() []error {
 	}
 	if p.MaxAge < 0 {
 		errs = append(errs, fmt.Errorf("prefix.max_age must be >= 0, got %v", p.MaxAge))
+	}
+	if p.MaxBlocks < 0 {
+		errs = append(errs, fmt.Errorf("prefix.max_blocks must be >= 0 (0: %d), got %d", DefaultPrefixMaxBlocks, p.MaxBlocks))
 	}
 	return errs
 }
@@ -113,6 +127,7 @@ func NewPrefix(p Params, backends []Backend) (*Prefix, error) {
 		return nil, fmt.Errorf("policy %s: %w", PrefixName, errors.Join(errs...))
 	}
 	pp := &Prefix{p: p, perSlot: perSlot, pw: NewPulsarWaW(p, backends), idx: prefix.New(p.Prefix.MaxAge)}
+	pp.idx.SetBudget(cmp.Or(p.Prefix.MaxBlocks, DefaultPrefixMaxBlocks))
 	pp.SetBackends(backends, nil)
 	return pp, nil
 }

@@ -179,6 +179,7 @@ func TestPrefixParamsValidate(t *testing.T) {
 		func(p *PrefixParams) { p.LoadSlack = -0.1 },
 		func(p *PrefixParams) { p.MinShare = 1.5 },
 		func(p *PrefixParams) { p.MaxAge = -time.Second },
+		func(p *PrefixParams) { p.MaxBlocks = -1 },
 	} {
 		p := DefaultParams()
 		edit(&p.Prefix)

@@ -44,6 +44,8 @@ type backend struct {
 // Index is the per-backend index of cached prompt blocks.
 type Index struct {
 	maxAge   time.Duration
+	budget   int              // blocks held over every backend at most (0: no bound)
+	held     int              // blocks held over every backend
 	byHash   map[uint64]int32 // first node holding the hash
 	nodes    []node
 	free     int32 // free list of nodes
@@ -56,6 +58,14 @@ type Index struct {
 func New(maxAge time.Duration) *Index {
 	return &Index{maxAge: max(maxAge, 0), byHash: make(map[uint64]int32), free: nilNode}
 }
+
+// SetBudget bounds the blocks held over every backend together (0: no
+// bound), whatever each backend's capacity: once the index holds budget
+// blocks, a backend takes a new block only in place of its own least
+// recently used one, and one holding none takes none. Memory then stays
+// under about budget x BytesPerBlock however large the capacities claimed.
+// A budget below what is held applies from the next insert.
+func (x *Index) SetBudget(blocks int) { x.budget = max(blocks, 0) }
 
 // Add adds a backend that holds at most capacity blocks and returns its ID.
 func (x *Index) Add(capacity int) (ID, error) {
@@ -154,7 +164,10 @@ func (x *Index) Insert(id ID, blocks []uint64, now time.Duration) {
 			x.pushFront(b, k)
 			continue
 		}
-		if b.size >= b.capacity {
+		if b.size >= b.capacity || (x.budget > 0 && x.held >= x.budget) {
+			if b.size == 0 {
+				return // the budget is spent and this backend holds nothing to give up
+			}
 			x.evictTail(b)
 		}
 		k := x.alloc()
@@ -166,6 +179,7 @@ func (x *Index) Insert(id ID, blocks []uint64, now time.Duration) {
 		x.byHash[h] = k
 		x.pushFront(b, k)
 		b.size++
+		x.held++
 	}
 }
 
@@ -313,4 +327,5 @@ func (x *Index) evictTail(b *backend) {
 	*nd = node{next: x.free}
 	x.free = k
 	b.size--
+	x.held--
 }

@@ -256,3 +256,38 @@ func TestMatchAtLeastAgrees(t *testing.T) {
 		t.Errorf("only %d queries matched more than one block: the test exercises little", matched)
 	}
 }
+
+// TestBudgetBoundsEveryBackendTogether: backends claiming far more than the
+// budget hold no more than it together; once it is spent a backend swaps its
+// own blocks, and one holding none takes none.
+func TestBudgetBoundsEveryBackendTogether(t *testing.T) {
+	x := New(0)
+	x.SetBudget(100)
+	a, _ := x.Add(1 << 30)
+	b, _ := x.Add(1 << 30)
+	c, _ := x.Add(1 << 30)
+	for i := range 50 {
+		x.Insert(a, []uint64{uint64(1000 + 3*i), uint64(1001 + 3*i), uint64(1002 + 3*i)}, 0)
+		x.Insert(b, []uint64{uint64(9000 + i)}, 0)
+	}
+	if got := x.Len(a) + x.Len(b); got != 100 {
+		t.Fatalf("a and b hold %d blocks, want the budget of 100", got)
+	}
+	lenA := x.Len(a)
+	x.Insert(a, []uint64{77, 78}, 1)
+	if x.Len(a) != lenA || x.Len(a)+x.Len(b) != 100 {
+		t.Fatalf("after the budget a holds %d (was %d), a+b %d: want a swapping its own blocks", x.Len(a), lenA, x.Len(a)+x.Len(b))
+	}
+	if _, n := x.Match([]uint64{77, 78}, 1, nil); n != 2 {
+		t.Fatalf("a's newest prompt matches %d blocks, want 2", n)
+	}
+	x.Insert(c, []uint64{5, 6}, 1)
+	if x.Len(c) != 0 {
+		t.Fatalf("c took %d blocks from a spent budget", x.Len(c))
+	}
+	x.Remove(b)
+	x.Insert(c, []uint64{5, 6}, 2)
+	if x.Len(c) != 2 {
+		t.Fatalf("c holds %d blocks after b left room, want 2", x.Len(c))
+	}
+}
