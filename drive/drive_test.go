@@ -147,16 +147,41 @@ func TestDriveClass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from, to := c.Warmup, c.Warmup+c.Measure
+	from, to := class.Lead+c.Warmup, class.Lead+c.Warmup+c.Measure
+	// The class's own schedule, drawn again: the driver sends each request
+	// at its time or, on a busy machine, later; never earlier and never one
+	// the stream did not schedule. Evenly spaced at 6 req/s, 12 fall in the
+	// 2 s window, give or take its edges.
+	stream, err := class.Stream(c.RPS, c.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduled, inWindow := map[uint64]time.Duration{}, 0
+	for {
+		r := stream.Next()
+		at := class.Lead + r.At
+		if at >= to {
+			break
+		}
+		scheduled[r.Session] = at
+		if at >= from {
+			inWindow++
+		}
+	}
+	if inWindow < 11 || inWindow > 13 {
+		t.Fatalf("the stream schedules %d requests in the window, want about 12", inWindow)
+	}
 	all := append(append([]metrics.TurnRecord(nil), res.Records...), res.Unfinished...)
-	// Evenly spaced at 6 req/s: 12 in the 2 s window, give or take the edges.
-	if n := len(all); n < 11 || n > 13 {
-		t.Fatalf("%d turns started in the window, want about 12", n)
+	// How many of them started inside the window depends on how late a busy
+	// machine sends them; half is a bound only a stalled driver misses.
+	if n := len(all); n < inWindow/2 {
+		t.Fatalf("%d turns started in the window, %d scheduled there", n, inWindow)
 	}
 	sessions := map[uint64]bool{}
 	for _, r := range all {
-		if r.Start < from || r.Start >= to || r.PromptTokens < 312 || r.PromptTokens > 712 || sessions[r.Session] {
-			t.Fatalf("record %+v (window [%v, %v))", r, from, to)
+		at, ok := scheduled[r.Session]
+		if !ok || r.Start < at || r.Start < from || r.Start >= to || r.PromptTokens < 312 || r.PromptTokens > 712 || sessions[r.Session] {
+			t.Fatalf("record %+v, scheduled at %v (%v) (window [%v, %v))", r, at, ok, from, to)
 		}
 		sessions[r.Session] = true
 	}
