@@ -244,3 +244,16 @@ func TestBurstParamsValidate(t *testing.T) {
 		t.Errorf("pressure built with burst hysteresis 0: %v", err)
 	}
 }
+
+// BenchmarkBurstArrive is the burst detector's cost per arrival at 1,000
+// arrivals a second (a bucket closes, and the threshold is recomputed,
+// every 1,000 arrivals).
+func BenchmarkBurstArrive(b *testing.B) {
+	d := newBurstDetector(DefaultBurstParams())
+	b.ReportAllocs()
+	at := time.Duration(0)
+	for b.Loop() {
+		at += time.Millisecond
+		d.arrive(at)
+	}
+}
