@@ -30,24 +30,31 @@ import (
 //	    ttl: 60s
 //	    move_score: 1     # 1: sessions leave only a failing or unusable backend
 //	    reprefill_tps: 0  # tokens/s of a re-prefill elsewhere; 0: no cost comparison
+//	  burst:              # policy.BurstParams: levels follow the router's own counts at once in a burst
+//	    window: 100ms     # arrivals counted over this span; 0 turns the detector off
+//	    baseline: 30s     # against the rate of this span
+//	    false_alarms: 6   # firings an hour per router for Poisson arrivals at that rate
+//	    hold: 1s          # on this long after a firing
+//	    hysteresis: 1     # least level move to more pressure while on
 type PressureSpec struct {
 	Weights    map[string]float64  `yaml:"weights"`
 	Norm       telemetry.Norm      `yaml:"norm"`
 	Projection telemetry.Projector `yaml:"projection"`
 	Sticky     policy.StickyParams `yaml:"sticky"`
+	Burst      policy.BurstParams  `yaml:"burst"`
 }
 
 // defaultPressureSpec is the section as decoding starts from it.
 func defaultPressureSpec() *PressureSpec {
 	d := policy.DefaultPressureParams()
-	return &PressureSpec{Norm: d.Norm, Projection: d.Projector, Sticky: d.Sticky}
+	return &PressureSpec{Norm: d.Norm, Projection: d.Projector, Sticky: d.Sticky, Burst: d.Burst}
 }
 
 // Params turns the section into the policy's parameters, checking every
 // weight's name and value and the levels and projection.
 func (ps *PressureSpec) Params() (policy.PressureParams, error) {
 	pp := policy.DefaultPressureParams()
-	pp.Norm, pp.Projector, pp.Sticky = ps.Norm, ps.Projection, ps.Sticky
+	pp.Norm, pp.Projector, pp.Sticky, pp.Burst = ps.Norm, ps.Projection, ps.Sticky, ps.Burst
 	var errs []error
 	names := make([]string, 0, len(ps.Weights))
 	for name := range ps.Weights {
@@ -86,7 +93,7 @@ func (f *Fleet) resolvePressure() error {
 }
 
 // ParsePressure decodes a file holding only a pressure section's contents
-// (weights, norm, projection, sticky), strictly, as a router's --pressure flag
+// (weights, norm, projection, sticky, burst), strictly, as a router's --pressure flag
 // reads it. what names the input in messages.
 func ParsePressure(what string, data []byte) (policy.PressureParams, error) {
 	ps := defaultPressureSpec()

@@ -20,6 +20,7 @@ func TestFleetPressureSection(t *testing.T) {
   norm: {ttft_full: 2s, queue_full: 0.25}
   projection: {max: 50, min: 2, hysteresis: 5}
   sticky: {sessions: 1000, move_score: 0.5, reprefill_tps: 20000}
+  burst: {window: 50ms, false_alarms: 2, hysteresis: 3}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +34,7 @@ func TestFleetPressureSection(t *testing.T) {
 	want.Norm.TTFTFull, want.Norm.QueueFull = 2*time.Second, 0.25
 	want.Projector = telemetry.Projector{Max: 50, Min: 2, Hysteresis: 5}
 	want.Sticky.Sessions, want.Sticky.MoveScore, want.Sticky.RePrefillTPS = 1000, 0.5, 20000
+	want.Burst.Window, want.Burst.FalseAlarms, want.Burst.Hysteresis = 50*time.Millisecond, 2, 3
 	if *pp != want {
 		t.Errorf("got %+v\nwant %+v", *pp, want)
 	}
@@ -71,6 +73,12 @@ func TestFleetPressureSection(t *testing.T) {
 		{"pressure: {sticky: {sessions: 10, ttl: 0s}}", "ttl must be > 0"},
 		{"pressure: {sticky: {reprefill_tps: -5}}", "reprefill_tps must be a finite number >= 0"},
 		{"pressure: {sticky: {session: 5}}", `unknown field "session"`},
+		{"pressure: {burst: {window: -1s}}", "window must be 0 (off) or between 1ms and 10s"},
+		{"pressure: {burst: {baseline: 500ms}}", "baseline must be at least 10 windows"},
+		{"pressure: {burst: {false_alarms: 0}}", "false_alarms must be between 0.01 and 3600"},
+		{"pressure: {burst: {hold: 2m}}", "hold must be between 0 and 1m"},
+		{"pressure: {burst: {hysteresis: 0}}", "hysteresis must be at least 1 level"},
+		{"pressure: {burst: {windw: 1s}}", `unknown field "windw"`},
 	}
 	for _, tt := range bad {
 		_, err := Parse("bad.yaml", []byte(oneRegion+tt.section+"\n"))
@@ -84,7 +92,7 @@ func TestFleetPressureSection(t *testing.T) {
 func TestLoadPressure(t *testing.T) {
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(good, []byte("weights: {jitter: 0}\nprojection: {hysteresis: 20}\nsticky: {sessions: 0}\n"), 0o600); err != nil {
+	if err := os.WriteFile(good, []byte("weights: {jitter: 0}\nprojection: {hysteresis: 20}\nsticky: {sessions: 0}\nburst: {window: 0s}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(bad, []byte("weight: {jitter: 0}\n"), 0o600); err != nil {
@@ -94,7 +102,7 @@ func TestLoadPressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pp.Weights[telemetry.SigJitter] != 0 || pp.Projector.Hysteresis != 20 || pp.Sticky.Sessions != 0 || pp.Sticky.MoveScore != policy.DefaultPressureParams().Sticky.MoveScore || pp.Weights[telemetry.SigErrors] != policy.DefaultPressureParams().Weights[telemetry.SigErrors] {
+	if pp.Weights[telemetry.SigJitter] != 0 || pp.Projector.Hysteresis != 20 || pp.Sticky.Sessions != 0 || pp.Burst.Window != 0 || pp.Burst.Hold != policy.DefaultBurstParams().Hold || pp.Sticky.MoveScore != policy.DefaultPressureParams().Sticky.MoveScore || pp.Weights[telemetry.SigErrors] != policy.DefaultPressureParams().Weights[telemetry.SigErrors] {
 		t.Errorf("got %+v", pp)
 	}
 	if _, err := LoadPressure(bad); err == nil || !strings.Contains(err.Error(), `unknown field "weight"`) {

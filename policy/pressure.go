@@ -17,6 +17,9 @@ type PressureParams struct {
 	// Sticky keeps sessions on the backend holding their prefix cache
 	// while the weights move (StickyParams).
 	Sticky StickyParams
+	// Burst lets the levels follow the router's own counts at once while
+	// more requests arrive than the recent rate explains (BurstParams).
+	Burst BurstParams
 }
 
 // DefaultPressureParams are the pressure policy's defaults, found by the
@@ -29,6 +32,7 @@ type PressureParams struct {
 //	norm     telemetry.DefaultNorm with the busy share on above a knee of 0.2
 //	levels   1-100 with a hysteresis of 10
 //	sticky   65,536 sessions for 60 s; a session leaves only a backend that fails or cannot take it (move_score 1)
+//	burst    the burst detector on (DefaultBurstParams; added after the search, for the burst reaction)
 //
 // A fleet file's pressure section, or a router's --pressure file, replaces
 // any part of them.
@@ -39,13 +43,15 @@ func DefaultPressureParams() PressureParams {
 	w[telemetry.SigThermal], w[telemetry.SigRTT], w[telemetry.SigJitter] = 0.4, 0.25, 0.5
 	pp.Norm.BusyKnee = 0.2
 	pp.Sticky.MoveScore = 1
+	pp.Burst = DefaultBurstParams()
 	return pp
 }
 
 // UntunedPressureParams are telemetry's documented first values, fixed
 // before any measurement: telemetry.DefaultWeights, telemetry.DefaultNorm
 // and levels 1-100 with a hysteresis of 10, with sticky sessions
-// (DefaultStickyParams). They are the tuning search's start.
+// (DefaultStickyParams) and no burst detector. They are the tuning search's
+// start.
 func UntunedPressureParams() PressureParams {
 	return PressureParams{Weights: telemetry.DefaultWeights(), Norm: telemetry.DefaultNorm(), Projector: telemetry.DefaultProjector(),
 		Sticky: DefaultStickyParams()}
@@ -53,7 +59,7 @@ func UntunedPressureParams() PressureParams {
 
 // Validate reports what is wrong with the parameters.
 func (pp PressureParams) Validate() error {
-	for _, err := range []error{pp.Weights.Validate(), pp.Norm.Validate(), pp.Projector.Validate(), pp.Sticky.Validate()} {
+	for _, err := range []error{pp.Weights.Validate(), pp.Norm.Validate(), pp.Projector.Validate(), pp.Sticky.Validate(), pp.Burst.Validate()} {
 		if err != nil {
 			return fmt.Errorf("pressure params: %w", err)
 		}
@@ -102,9 +108,17 @@ func (pp PressureParams) Validate() error {
 // minimum level whatever the weights: the errors weight tunes how much a
 // few failures count, never whether a failing backend keeps its traffic.
 //
+// The hysteresis that keeps noise from moving the weights would also hold
+// back the router's own counts in a burst, which add only a few busy slots
+// a backend at its first picks. So a burst detector (BurstParams) watches
+// the requests arriving at this router; while more arrive than the recent
+// rate explains, a level moves to more pressure by Burst.Hysteresis levels
+// or more, at the pick, instead of after the next reports.
+//
 // It asks the router to hide backends too small for a request
 // (CapabilityAware). It reads no clock: weights are recomputed from the views
-// at every pick, so how often picks come does not change them.
+// at every pick, with the pick's time for the burst detector, so how often
+// picks come changes them only through the detector.
 //
 // Weights reports each backend's weight, level, score, pressures and whether
 // its score ran without the hardware source (fallback).
@@ -115,6 +129,8 @@ type Pressure struct {
 	state  []BackendWeight
 	scores []float64
 	sticky *stickyTable // nil: stickiness off
+	burst  *burstDetector
+	now    time.Duration // the latest pick's time, for Weights
 }
 
 var (
@@ -143,7 +159,8 @@ func NewPressure(p Params, pp PressureParams, _ []Backend) (*Pressure, error) {
 	if err := pp.Validate(); err != nil {
 		return nil, err
 	}
-	return &Pressure{p: p, pp: pp, scorer: telemetry.NewScorer(pp.Weights, pp.Norm), sticky: newStickyTable(pp.Sticky)}, nil
+	return &Pressure{p: p, pp: pp, scorer: telemetry.NewScorer(pp.Weights, pp.Norm), sticky: newStickyTable(pp.Sticky),
+		burst: newBurstDetector(pp.Burst)}, nil
 }
 
 // Name implements Policy.
@@ -176,9 +193,10 @@ type WeightReporter interface {
 	Weights(views []View, out []BackendWeight) []BackendWeight
 }
 
-// Weights implements WeightReporter.
+// Weights implements WeightReporter. The burst detector's state is the
+// latest pick's.
 func (pr *Pressure) Weights(views []View, out []BackendWeight) []BackendWeight {
-	pr.refresh(views)
+	pr.refresh(views, pr.burst.on(pr.now))
 	return append(out, pr.state...)
 }
 
@@ -204,8 +222,9 @@ func Backlog(v *View) int {
 // refresh recomputes every backend's score, level and weight:
 // telemetry.Normalise, then telemetry.Score, through a telemetry.Scorer
 // (the same results, without copying the parameters and pressures for
-// every backend).
-func (pr *Pressure) refresh(views []View) {
+// every backend). While burst is on, a level moves to more pressure by
+// Burst.Hysteresis levels or more (BurstParams).
+func (pr *Pressure) refresh(views []View, burst bool) {
 	if n := len(pr.state); n < len(views) {
 		// One allocation for a new fleet size; new backends start at zero.
 		pr.state = slices.Grow(pr.state, len(views)-n)[:len(views)]
@@ -228,7 +247,11 @@ func (pr *Pressure) refresh(views []View) {
 		if p[telemetry.SigErrors] >= 1 {
 			score = 1 // failing at Norm.ErrorFull or more: the minimum, whatever the weights
 		}
-		st.Rank = proj.Project(st.Rank, score)
+		if t := proj.Target(score); burst && st.Rank > 0 && st.Rank-t >= pr.pp.Burst.Hysteresis {
+			st.Rank = t
+		} else {
+			st.Rank = proj.Project(st.Rank, score)
+		}
 		st.Weight = PlacementWeight(v.Capacity, st.Rank)
 		st.Score, st.Fallback = score, fallback
 	}
@@ -237,9 +260,15 @@ func (pr *Pressure) refresh(views []View) {
 // Pick implements Policy: a session with a home (StickyParams) ranks its
 // home first while it may stay there; otherwise, and below the home,
 // weighted rendezvous over the placement weights (PlacementWeight). Then
-// pulsar-waw's band. A dispatch makes its backend the session's home.
+// pulsar-waw's band. A dispatch makes its backend the session's home. A
+// request new at the router (not queued here, not a retry) counts as an
+// arrival for the burst detector.
 func (pr *Pressure) Pick(now time.Duration, r *Request, views []View) Decision {
-	pr.refresh(views)
+	pr.now = max(pr.now, now)
+	if pr.burst != nil && r.QueuedAt < 0 && len(r.Exclude) == 0 && r.Arrived == now {
+		pr.burst.arrive(now)
+	}
+	pr.refresh(views, pr.burst.on(pr.now))
 	strict := anyEligible(r, views)
 	pr.scores = grow(pr.scores, len(views))
 	for i := range views {

@@ -336,6 +336,8 @@ func PressureYAML(pp policy.PressureParams) string {
 	fmt.Fprintf(&b, "  projection:\n    max: %d\n    min: %d\n    hysteresis: %d\n", pp.Projector.Max, pp.Projector.Min, pp.Projector.Hysteresis)
 	st := pp.Sticky
 	fmt.Fprintf(&b, "  sticky:\n    sessions: %d\n    ttl: %v\n    move_score: %s\n    reprefill_tps: %s\n", st.Sessions, st.TTL, trimFloat(st.MoveScore), trimFloat(st.RePrefillTPS))
+	bu := pp.Burst
+	fmt.Fprintf(&b, "  burst:\n    window: %v\n    baseline: %v\n    false_alarms: %s\n    hold: %v\n    hysteresis: %d\n", bu.Window, bu.Baseline, trimFloat(bu.FalseAlarms), bu.Hold, bu.Hysteresis)
 	return b.String()
 }
 

@@ -68,6 +68,7 @@ func TestPressureYAMLRoundTrip(t *testing.T) {
 	pp := policy.DefaultPressureParams()
 	pp.Weights[telemetry.SigKV], pp.Norm.QueueFull, pp.Projector.Hysteresis = 0.125, 0.25, 20
 	pp.Norm.BusyKnee, pp.Sticky.MoveScore, pp.Sticky.RePrefillTPS, pp.Sticky.TTL = 0.3, 0.7, 5000, 45*time.Second
+	pp.Burst.Window, pp.Burst.FalseAlarms, pp.Burst.Hold, pp.Burst.Hysteresis = 250*time.Millisecond, 2.5, 1500*time.Millisecond, 4
 	doc := strings.Replace(PressureYAML(pp), "pressure:\n", "", 1)
 	doc = strings.ReplaceAll(doc, "\n  ", "\n")[2:] // the section's contents, as a --pressure file holds them
 	got, err := config.ParsePressure("tuned section", []byte(doc))
