@@ -115,6 +115,15 @@ type Pressure struct {
 	state  []BackendWeight
 	scores []float64
 	sticky *stickyTable // nil: stickiness off
+	// Above rankFlatMax backends the ranking is a rank tree over the
+	// placement weights (pressure_tree.go): tree, kept current by the
+	// router (Tracker), or scratch, built for one pick of views it was not
+	// told of. flat and treeFrom are as in PulsarWaW.
+	tree     *pressTree
+	scratch  *rankTree
+	flat     bool
+	treeFrom int
+	decay    decay
 }
 
 var (
@@ -179,6 +188,7 @@ type WeightReporter interface {
 // Weights implements WeightReporter.
 func (pr *Pressure) Weights(views []View, out []BackendWeight) []BackendWeight {
 	pr.refresh(views)
+	pr.refreshed(views)
 	return append(out, pr.state...)
 }
 
@@ -212,10 +222,16 @@ func (pr *Pressure) refresh(views []View) {
 		clear(pr.state[n:])
 	}
 	pr.state = pr.state[:len(views)]
+	for i := range views {
+		pr.refreshOne(&views[i], &pr.state[i])
+	}
+}
+
+// refreshOne recomputes one backend's score, level and weight (refresh).
+func (pr *Pressure) refreshOne(v *View, st *BackendWeight) {
 	errorFull, proj := pr.pp.Norm.ErrorFull, &pr.pp.Projector
 	var avail [telemetry.NumSignals]bool
-	for i := range views {
-		v, st := &views[i], &pr.state[i]
+	{
 		p := &st.Pressures
 		pr.scorer.Normalise(p, &avail, v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: Backlog(v), Overload: v.Overload,
 			Busy: float64(v.Outstanding()+v.Queued) / float64(max(v.Capacity, 1))}, &v.Path)
@@ -239,6 +255,9 @@ func (pr *Pressure) refresh(views []View) {
 // weighted rendezvous over the placement weights (PlacementWeight). Then
 // pulsar-waw's band. A dispatch makes its backend the session's home.
 func (pr *Pressure) Pick(now time.Duration, r *Request, views []View) Decision {
+	if pr.ranksByTree(len(views)) {
+		return pr.pickTree(now, r, views)
+	}
 	pr.refresh(views)
 	strict := anyEligible(r, views)
 	pr.scores = grow(pr.scores, len(views))

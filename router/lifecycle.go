@@ -268,6 +268,7 @@ func (r *Router) OnResult(now time.Duration, id BackendID, res Result) {
 			l.overloads.Observe(now, false)
 			r.views[b].Overload = l.overloads.Rate(now)
 		}
+		r.touch(b)
 	case Overloaded:
 		l.overloads.Observe(now, true)
 		if !l.errTracked && !l.overTracked {
@@ -275,6 +276,7 @@ func (r *Router) OnResult(now time.Duration, id BackendID, res Result) {
 		}
 		l.overTracked = true
 		r.views[b].Overload = l.overloads.Rate(now)
+		r.touch(b)
 	case TooLong:
 		// The shell passes only a refusal in an engine's own form
 		// (gateway.ParseLimitBody); the learner weighs it against the
@@ -315,6 +317,7 @@ func (r *Router) OnProbe(now time.Duration, id BackendID, rtt time.Duration) {
 	l := &r.life[b]
 	l.path.Observe(now, rtt)
 	r.views[b].Path = l.path.Path(now)
+	r.touch(b)
 }
 
 // hideIncapable marks ineligible, for one pick, the eligible backends that

@@ -171,6 +171,9 @@ func NewWith(id int, pol policy.Policy, backends []Backend, cfg Config) (*Router
 	r.watcher, _ = pol.(policy.Watcher)
 	r.tracker, _ = pol.(policy.Tracker)
 	_, r.errorBlind = pol.(policy.ErrorBlind)
+	if da, ok := pol.(policy.DecayAware); ok {
+		da.SetDecay(cfg.errorHalfLife(), DefaultOverloadHalfLife)
+	}
 	for _, b := range backends {
 		if err := r.check(b); err != nil {
 			return nil, err
@@ -467,6 +470,7 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 	}
 	if w.req.QueuedAt >= 0 && (d.Kind != policy.Wait || d.Backend != w.req.QueuedAt) {
 		r.views[w.req.QueuedAt].Queued--
+		r.touch(w.req.QueuedAt)
 		w.req.QueuedAt = -1
 	}
 	out := Decision{Kind: d.Kind, Backend: NoBackend, Until: d.Until, Reason: d.Reason}
@@ -483,6 +487,7 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 		if w.req.QueuedAt < 0 {
 			w.req.QueuedAt = d.Backend
 			r.views[d.Backend].Queued++
+			r.touch(d.Backend)
 		}
 		w.until = max(d.Until, now+time.Millisecond)
 		out.Backend = r.ids[d.Backend]
@@ -607,6 +612,7 @@ func (r *Router) Cancel(id uint64) bool {
 		if w.id == id {
 			if w.req.QueuedAt >= 0 {
 				r.views[w.req.QueuedAt].Queued--
+				r.touch(w.req.QueuedAt)
 			}
 			r.recycle(&r.waiters[i])
 			r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
