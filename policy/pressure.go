@@ -104,7 +104,10 @@ func (pp PressureParams) Validate() error {
 //
 // It asks the router to hide backends too small for a request
 // (CapabilityAware). It reads no clock: weights are recomputed from the views
-// at every pick, so how often picks come does not change them.
+// at every pick, so how often picks come does not change them. Above
+// rankFlatMax backends it ranks by a rank tree over the weights and
+// recomputes only the weights that may have changed since the last pick,
+// with the same result (pressTree).
 //
 // Weights reports each backend's weight, level, score, pressures and whether
 // its score ran without the hardware source (fallback).
