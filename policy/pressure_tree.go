@@ -55,6 +55,10 @@ type pressTree struct {
 	// Backends to rescore at the next pick.
 	dirty   []int32
 	isDirty []bool
+	// scored is each backend's view as last rescored, less what the score
+	// does not read (scoredPart): a touch that changes none of the rest
+	// (a backend hidden from one pick and shown again) rescores nothing.
+	scored []View
 	// The deadlines: a min-heap of positions by due, hpos[i] being i's
 	// place in it (-1: none).
 	due  []time.Duration
@@ -98,6 +102,7 @@ func (pr *Pressure) Track(views []View) {
 	}
 	t.build(views, false)
 	pt.isDirty = resize(pt.isDirty, n)
+	pt.scored = resize(pt.scored, n)
 	pt.dirty = pt.dirty[:0]
 	for i := range n {
 		pt.isDirty[i] = true
@@ -131,7 +136,17 @@ func (pr *Pressure) Touched(views []View, i int) {
 		return
 	}
 	pt.t.touched(views, i)
-	pt.mark(i)
+	if scoredPart(&views[i]) != pt.scored[i] {
+		pt.mark(i)
+	}
+}
+
+// scoredPart is v less the fields pressure's score does not read (they
+// decide eligibility, or name the backend).
+func scoredPart(v *View) View {
+	s := *v
+	s.Index, s.Key, s.Eligible, s.State, s.MaxModelLen, s.CacheTokens, s.MaxInputTPS = 0, 0, false, 0, 0, 0, 0
+	return s
 }
 
 // mark puts backend i among those to rescore.
@@ -171,6 +186,7 @@ func (pr *Pressure) catchUp(now time.Duration, views []View, home int) {
 		pt.isDirty[i] = false
 		st := &pr.state[i]
 		pr.refreshOne(&views[i], st)
+		pt.scored[i] = scoredPart(&views[i])
 		pt.t.setWeight(views, int(i), float64(st.Weight))
 		if at, ok := pr.nextChange(&views[i], st.Rank, now); ok {
 			pt.schedule(int(i), at)
