@@ -346,7 +346,7 @@ func BenchmarkPick(b *testing.B) {
 				}
 				vs[n/2].Active = 0
 				if da, ok := p.(DecayAware); ok {
-					da.SetDecay(10*time.Second, time.Second) // as a router does
+					da.SetDecay(10*time.Second, time.Second, nil) // as a router does
 				}
 				if tr, ok := p.(Tracker); ok {
 					tr.Track(vs) // as a router does (router.Router tells it every change)

@@ -190,6 +190,7 @@ type WeightReporter interface {
 
 // Weights implements WeightReporter.
 func (pr *Pressure) Weights(views []View, out []BackendWeight) []BackendWeight {
+	pr.decayAll(views)
 	pr.refresh(views)
 	pr.refreshed(views)
 	return append(out, pr.state...)

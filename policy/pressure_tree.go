@@ -15,7 +15,14 @@ import (
 // telemetry.ErrorRate does. A policy never told assumes any decay, and so
 // rescores every backend with a rate above zero at every pick.
 type DecayAware interface {
-	SetDecay(errorHalfLife, overloadHalfLife time.Duration)
+	// SetDecay gives the half-lives and refresh, which brings views[i]'s
+	// ErrorRate and Overload to now (nil: none).
+	SetDecay(errorHalfLife, overloadHalfLife time.Duration, refresh func(now time.Duration, i int))
+	// DecaysAll reports whether a pick over n backends reads every view's
+	// ErrorRate and Overload, so that the router must bring them all to
+	// the pick's time first; if not, the policy calls refresh for those
+	// it reads.
+	DecaysAll(n int) bool
 }
 
 var (
@@ -27,11 +34,27 @@ var (
 type decay struct {
 	known            bool
 	errHalf, ovrHalf time.Duration
+	refresh          func(now time.Duration, i int)
+	last             time.Duration // the latest pick's time
 }
 
 // SetDecay implements DecayAware.
-func (pr *Pressure) SetDecay(errorHalfLife, overloadHalfLife time.Duration) {
-	pr.decay = decay{known: true, errHalf: max(errorHalfLife, 0), ovrHalf: max(overloadHalfLife, 0)}
+func (pr *Pressure) SetDecay(errorHalfLife, overloadHalfLife time.Duration, refresh func(now time.Duration, i int)) {
+	pr.decay = decay{known: true, errHalf: max(errorHalfLife, 0), ovrHalf: max(overloadHalfLife, 0), refresh: refresh}
+}
+
+// DecaysAll implements DecayAware: only the flat pick, and a tree built
+// for one pick, read every backend's rates.
+func (pr *Pressure) DecaysAll(n int) bool {
+	return pr.decay.refresh == nil || !pr.ranksByTree(n) || pr.tree == nil || pr.tree.t.n != n
+}
+
+// rates brings views[i]'s rates to now, if the router left that to the
+// policy.
+func (pr *Pressure) rates(now time.Duration, views []View, i int) {
+	if pr.decay.refresh != nil && pr.tree != nil && pr.tree.t.n == len(views) {
+		pr.decay.refresh(now, i)
+	}
 }
 
 // pressTree is pressure's ranking above rankFlatMax backends: a rankTree
@@ -157,6 +180,14 @@ func (pt *pressTree) mark(i int) {
 	}
 }
 
+// decayAll brings every view's rates to the latest pick's time, if the
+// router left their decay to the policy (Weights reads them all).
+func (pr *Pressure) decayAll(views []View) {
+	for i := range views {
+		pr.rates(pr.decay.last, views, i)
+	}
+}
+
 // refreshed follows a rescoring of every backend (Weights): the tree takes
 // the new weights, and every backend whose rates decay is rescored at the
 // next pick, which sets its deadline.
@@ -185,6 +216,7 @@ func (pr *Pressure) catchUp(now time.Duration, views []View, home int) {
 	for _, i := range pt.dirty {
 		pt.isDirty[i] = false
 		st := &pr.state[i]
+		pr.rates(now, views, int(i))
 		pr.refreshOne(&views[i], st)
 		pt.scored[i] = scoredPart(&views[i])
 		pt.t.setWeight(views, int(i), float64(st.Weight))
@@ -202,6 +234,7 @@ func (pr *Pressure) catchUp(now time.Duration, views []View, home int) {
 	// has, and decides whether the session stays.
 	st := &pr.state[home]
 	cur := *st
+	pr.rates(now, views, home)
 	pr.refreshOne(&views[home], &cur)
 	if cur.Rank != st.Rank { // cannot happen while the deadlines hold; stay exact if it does
 		*st = cur
@@ -361,6 +394,7 @@ func (pr *Pressure) pickTree(now time.Duration, r *Request, views []View) Decisi
 	}
 	home := -1
 	var t *rankTree
+	pr.decay.last = max(pr.decay.last, now)
 	if pt := pr.tree; pt != nil && pt.t.n == len(views) {
 		if hasHome {
 			if i, ok := pt.pos[key]; ok {

@@ -167,7 +167,13 @@ func TestPressureTreeExact(t *testing.T) {
 		}
 		ref, _ := NewPressure(DefaultParams(), pp, nil)
 		if trial%7 != 6 { // else never told: rescores the decaying backends at every pick
-			tree.SetDecay(errHalf, time.Second)
+			var refresh func(time.Duration, int)
+			if trial%2 == 0 { // the router leaves the decay to the policy
+				refresh = func(now time.Duration, i int) {
+					views[i].ErrorRate, views[i].Overload = fleet.errs[i].Rate(now), fleet.ovrs[i].Rate(now)
+				}
+			}
+			tree.SetDecay(errHalf, time.Second, refresh)
 		}
 		tree.Track(views)
 		if tree.tree == nil {
@@ -273,7 +279,7 @@ func TestPressureTreeSticky(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr.SetDecay(10*time.Second, time.Second)
+	pr.SetDecay(10*time.Second, time.Second, nil)
 	pr.Track(vs)
 	homes := make(map[uint64]int)
 	for s := range uint64(200) {
@@ -341,7 +347,7 @@ func BenchmarkPressureTreeChurn(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				pr.SetDecay(10*time.Second, time.Second)
+				pr.SetDecay(10*time.Second, time.Second, nil)
 				pr.flat = flat
 				pr.Track(vs)
 				r := &Request{QueuedAt: -1}

@@ -308,6 +308,20 @@ func (r *Router) refreshErrors(now time.Duration) {
 	}
 }
 
+// refreshRates decays backend b's error rate and overload share to now,
+// as refreshErrors does for every backend (policy.DecayAware).
+func (r *Router) refreshRates(now time.Duration, b int) {
+	if b < 0 || b >= len(r.life) {
+		return
+	}
+	if l := &r.life[b]; l.overTracked {
+		r.views[b].Overload = l.overloads.Rate(now)
+	}
+	if l := &r.life[b]; l.errTracked {
+		r.views[b].ErrorRate = l.errs.Rate(now)
+	}
+}
+
 // OnProbe records a probe round trip to backend id, measured at now.
 func (r *Router) OnProbe(now time.Duration, id BackendID, rtt time.Duration) {
 	b, ok := r.position(id)

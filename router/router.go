@@ -131,6 +131,9 @@ type Router struct {
 	// errorBlind: the policy never reads the error rates (policy.ErrorBlind),
 	// so a pick need not decay them first.
 	errorBlind bool
+	// decayer: the policy decays the rates of the backends it reads
+	// itself, through refreshRates, unless DecaysAll says otherwise.
+	decayer policy.DecayAware
 	// What hideIncapable knows at generation gen: every backend serves
 	// servedModel (servedAll), and no known limit is below minLimit.
 	servedGen, limitGen   uint64
@@ -172,7 +175,8 @@ func NewWith(id int, pol policy.Policy, backends []Backend, cfg Config) (*Router
 	r.tracker, _ = pol.(policy.Tracker)
 	_, r.errorBlind = pol.(policy.ErrorBlind)
 	if da, ok := pol.(policy.DecayAware); ok {
-		da.SetDecay(cfg.errorHalfLife(), DefaultOverloadHalfLife)
+		r.decayer = da
+		da.SetDecay(cfg.errorHalfLife(), DefaultOverloadHalfLife, r.refreshRates)
 	}
 	for _, b := range backends {
 		if err := r.check(b); err != nil {
@@ -444,7 +448,7 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 	if len(r.views) == 0 { // every backend was removed
 		return Decision{Kind: policy.Reject, Backend: NoBackend, Reason: "no backends"}
 	}
-	if !r.errorBlind {
+	if !r.errorBlind && (r.decayer == nil || r.decayer.DecaysAll(len(r.views))) {
 		r.refreshErrors(now)
 	}
 	outside := r.hideOutsidePool(w.pool)
