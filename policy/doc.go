@@ -113,8 +113,8 @@
 // backend is rescored at the first pick after the router touched it or
 // after the deadline at which the decay of its error rate and overload
 // share could move its level (DecayAware: the router tells it the
-// half-lives), so its levels are those of rescoring every backend at every
-// pick.
+// half-lives, and over the tree leaves the decay of the rates it reads to
+// it), so its levels are those of rescoring every backend at every pick.
 //
 // Every policy skips backends listed in Request.Exclude (those that already
 // refused this request) while any other backend is eligible. A router, live
