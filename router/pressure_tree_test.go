@@ -12,6 +12,10 @@ import (
 	"github.com/stargate-llm/stargate/telemetry"
 )
 
+// rankTreeTestMin keeps the fleet of TestPressureTreeThroughRouter above
+// the size from which pressure ranks by the rank tree (256).
+const rankTreeTestMin = 270
+
 // untrackedPressure is the pressure policy with its Tracker and
 // DecayAware hidden: a router cannot tell it of changes, so it rescores
 // every backend at every pick (and builds its rank tree for the pick).
@@ -31,9 +35,9 @@ func (u untrackedPressure) SetBackends(bs []policy.Backend, from []int) {
 // telling it the decay half-lives) decides exactly as one whose pressure
 // rescores every backend at every pick, over a random stream of stats
 // (load, capacity, signals), results (errors and overload refusals, whose
-// shares then decay), probes, eligibility switches, requests (sessions
-// that come back, some too long for some backends, some excluding
-// backends), waits, timers and cancels.
+// shares then decay), probes, eligibility switches, backends joining and
+// leaving, requests (sessions that come back, some too long for some
+// backends, some excluding backends), waits, timers and cancels.
 func TestPressureTreeThroughRouter(t *testing.T) {
 	const n = 300
 	bs := make([]policy.Backend, n)
@@ -67,7 +71,12 @@ func TestPressureTreeThroughRouter(t *testing.T) {
 	tracked, flat := newRouter(true), newRouter(false)
 	both := []*Router{tracked, flat}
 	rng := rand.New(rand.NewPCG(9, 9))
-	seq := make([]uint64, n)
+	seq := map[BackendID]uint64{}
+	ids := make([]BackendID, n)
+	for i := range ids {
+		ids[i] = BackendID(i)
+	}
+	added := 0
 	var now time.Duration
 	var id uint64
 	var outs [2][]Outcome
@@ -76,11 +85,33 @@ func TestPressureTreeThroughRouter(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			now += time.Duration(rng.IntN(400)) * time.Millisecond
 		}
-		b := rng.IntN(n)
-		switch k := rng.IntN(20); {
-		case k < 5: // stats
+		b := ids[rng.IntN(len(ids))]
+		switch k := rng.IntN(200); {
+		case k < 1: // a backend joins or leaves: the tree is built again
+			if rng.IntN(2) == 0 && len(ids) > rankTreeTestMin {
+				at := rng.IntN(len(ids))
+				for j, r := range both {
+					var err error
+					if outs[j], err = r.Remove(now, ids[at], outs[j][:0]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				ids = slices.Delete(ids, at, at+1)
+				break
+			}
+			added++
+			nb := Backend{Name: fmt.Sprintf("backend-new-%d", added), Capacity: 4}
+			var id BackendID
+			for j, r := range both {
+				var err error
+				if id, outs[j], err = r.Add(now, nb, outs[j][:0]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ids = append(ids, id)
+		case k < 50: // stats
 			seq[b]++
-			st := gateway.Stats{Backend: b, Seq: seq[b], Capacity: 4, Active: min(4, rng.IntN(8)), Waiting: rng.IntN(3), Received: []uint64{0}}
+			st := gateway.Stats{Backend: int(b), Seq: seq[b], Capacity: 4, Active: min(4, rng.IntN(8)), Waiting: rng.IntN(3), Received: []uint64{0}}
 			if rng.IntN(10) == 0 {
 				st.Capacity = 1 + rng.IntN(8)
 			}
@@ -90,29 +121,30 @@ func TestPressureTreeThroughRouter(t *testing.T) {
 			}
 			for j, r := range both {
 				st := st
-				st.Received = []uint64{r.dispatched[b]}
+				pos, _ := r.position(b)
+				st.Received = []uint64{r.dispatched[pos]}
 				outs[j] = r.OnStats(now, &st, outs[j][:0])
 			}
-		case k < 9: // results
+		case k < 90: // results
 			res := Result{Kind: []ResultKind{Succeeded, Succeeded, Errored, Overloaded}[rng.IntN(4)]}
 			for _, r := range both {
-				r.OnResult(now, BackendID(b), res)
+				r.OnResult(now, b, res)
 			}
-		case k < 10:
+		case k < 100:
 			rtt := time.Duration(rng.IntN(300)) * time.Millisecond
 			for _, r := range both {
-				r.OnProbe(now, BackendID(b), rtt)
+				r.OnProbe(now, b, rtt)
 			}
-		case k < 11:
+		case k < 110:
 			ok := rng.IntN(3) > 0
 			for _, r := range both {
-				r.SetEligible(BackendID(b), ok)
+				r.SetEligible(b, ok)
 			}
-		case k < 12:
+		case k < 120:
 			for j, r := range both {
 				outs[j] = r.OnTimer(now, outs[j][:0])
 			}
-		case k < 13:
+		case k < 130:
 			c := uint64(rng.IntN(int(id) + 1))
 			for _, r := range both {
 				r.Cancel(c)
@@ -121,7 +153,7 @@ func TestPressureTreeThroughRouter(t *testing.T) {
 			id++
 			q := Ask{Session: uint64(rng.IntN(200)), Tokens: 1000 + rng.IntN(12000)}
 			if rng.IntN(8) == 0 {
-				q.Exclude = []BackendID{BackendID(rng.IntN(n)), BackendID(rng.IntN(n))}
+				q.Exclude = []BackendID{ids[rng.IntN(len(ids))], ids[rng.IntN(len(ids))]}
 			}
 			got, want := tracked.Route(now, id, q), flat.Route(now, id, q)
 			if got.Kind == policy.Wait {
@@ -139,5 +171,5 @@ func TestPressureTreeThroughRouter(t *testing.T) {
 	if waits < 500 || id < 5000 {
 		t.Fatalf("%d requests, %d waits: the stream places too little to test anything", id, waits)
 	}
-	t.Logf("%d requests, %d waits", id, waits)
+	t.Logf("%d requests, %d waits, %d backends at the end, %d added", id, waits, len(ids), added)
 }
