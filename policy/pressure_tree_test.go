@@ -370,3 +370,45 @@ func BenchmarkPressureTreeChurn(b *testing.B) {
 		}
 	}
 }
+
+// TestPressureFlatAtThreshold: up to rankFlatMax backends pressure, tracked
+// and told of the decay as a router does, picks exactly as the flat pick
+// (rescoring every backend, flat rendezvous) and asks the router to decay
+// every rate before each pick; one more backend and it ranks by the tree.
+func TestPressureFlatAtThreshold(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	for _, n := range []int{1, 20, 200, rankFlatMax, rankFlatMax + 1} {
+		fleet := newPressureFleet(rng, n, 5*time.Second, time.Second)
+		views := fleet.views
+		tracked, _ := NewPressure(DefaultParams(), DefaultPressureParams(), nil)
+		tracked.SetDecay(5*time.Second, time.Second, func(now time.Duration, i int) {
+			views[i].ErrorRate, views[i].Overload = fleet.errs[i].Rate(now), fleet.ovrs[i].Rate(now)
+		})
+		tracked.Track(views)
+		flat, _ := NewPressure(DefaultParams(), DefaultPressureParams(), nil)
+		flat.flat = true
+		ref, _ := NewPressure(DefaultParams(), DefaultPressureParams(), nil)
+		tree := n > rankFlatMax
+		if (tracked.tree != nil) != tree || tracked.DecaysAll(n) == tree {
+			t.Fatalf("%d backends: rank tree %v, decays all %v; want tree %v", n, tracked.tree != nil, tracked.DecaysAll(n), tree)
+		}
+		var now time.Duration
+		for k := range 200 {
+			now += time.Duration(rng.IntN(300)) * time.Millisecond
+			fleet.change(rng, now, tracked)
+			fleet.decay(now)
+			r := &Request{Session: uint64(rng.IntN(50)), QueuedAt: -1, Arrived: now}
+			got := tracked.Pick(now, r, views)
+			want := flat.Pick(now, r, views)
+			if tree {
+				want = refTreePressure(ref, now, r, views)
+			}
+			if got != want {
+				t.Fatalf("%d backends, pick %d: %+v, want %+v", n, k, got, want)
+			}
+			if !tree && !slices.Equal(tracked.Weights(views, nil), flat.Weights(views, nil)) {
+				t.Fatalf("%d backends, pick %d: the weights differ from the flat pick's", n, k)
+			}
+		}
+	}
+}
