@@ -104,13 +104,17 @@
 // whose free slot would end a wait, so a router asks a waiting request again
 // only when one of them frees a slot or the backends' eligibility or weights
 // change; Tracker (least-request, random, waw's overflow: a segment tree;
-// pulsar-waw, pulsar-waw-tps and prefix above 256 backends: the rank tree)
-// keeps an index over the backends that the router keeps current, for
-// picks in O(log n) (a policy never told of the views builds the rank tree
-// for each pick, with the same decisions); ErrorBlind (all but pressure)
-// tells the router it need not decay every backend's error rate before a
-// pick. Pressure's pick stays O(n): its weights come from every backend's
-// signals at each pick.
+// pulsar-waw, pulsar-waw-tps, prefix and pressure above 256 backends: the
+// rank tree) keeps an index over the backends that the router keeps
+// current, for picks in O(log n) (a policy never told of the views builds
+// the rank tree for each pick, with the same decisions); ErrorBlind (all
+// but pressure) tells the router it need not decay every backend's error
+// rate before a pick. Pressure's tree holds its placement weights: a
+// backend is rescored at the first pick after the router touched it or
+// after the deadline at which the decay of its error rate and overload
+// share could move its level (DecayAware: the router tells it the
+// half-lives, and over the tree leaves the decay of the rates it reads to
+// it), so its levels are those of rescoring every backend at every pick.
 //
 // Every policy skips backends listed in Request.Exclude (those that already
 // refused this request) while any other backend is eligible. A router, live

@@ -6,10 +6,12 @@ import (
 )
 
 // Tracker is implemented by policies that keep an index over the views
-// (least-request, random, waw's overflow; pulsar-waw's rank tree) instead
-// of scanning every view on every pick. A router that calls Track promises
-// to call Touched after every later change of a view's Eligible, Capacity,
-// Active, Waiting, Pending or MaxInputTPS, and Track again whenever
+// (least-request, random, waw's overflow; pulsar-waw's and pressure's rank
+// trees) instead of scanning every view on every pick. A router that calls
+// Track promises to call Touched after every later change of a view's
+// Eligible, Capacity, Active, Waiting, Pending, Queued or MaxInputTPS, of
+// its Signals or Path, and of its ErrorRate or Overload other than by
+// decay (DecayAware), and Track again whenever
 // backends join or leave; the picks then cost O(log n) instead of O(n),
 // with the same decisions. A policy that was never tracked, or is handed
 // views of another length, scans.

@@ -324,7 +324,7 @@ func pickPolicies() []pickPolicy {
 	for _, name := range NewRegistry().Names() {
 		out = append(out, pickPolicy{name: name})
 	}
-	for _, name := range []string{"prefix", "pulsar-waw", "pulsar-waw-tps"} {
+	for _, name := range []string{"prefix", "pressure", "pulsar-waw", "pulsar-waw-tps"} {
 		out = append(out, pickPolicy{name: name, flat: true})
 	}
 	return out
@@ -345,6 +345,9 @@ func BenchmarkPick(b *testing.B) {
 					vs[i].MaxInputTPS = float64(1000 + i)
 				}
 				vs[n/2].Active = 0
+				if da, ok := p.(DecayAware); ok {
+					da.SetDecay(10*time.Second, time.Second, nil) // as a router does
+				}
 				if tr, ok := p.(Tracker); ok {
 					tr.Track(vs) // as a router does (router.Router tells it every change)
 				}
@@ -354,6 +357,8 @@ func BenchmarkPick(b *testing.B) {
 						p.flat, p.tree = true, nil
 					case *Prefix:
 						p.pw.flat, p.pw.tree = true, nil
+					case *Pressure:
+						p.flat, p.tree = true, nil
 					default:
 						b.Skip("no flat ranking")
 					}

@@ -118,7 +118,10 @@ func (pp PressureParams) Validate() error {
 // It asks the router to hide backends too small for a request
 // (CapabilityAware). It reads no clock: weights are recomputed from the views
 // at every pick, with the pick's time for the burst detector, so how often
-// picks come changes them only through the detector.
+// picks come changes them only through the detector. Above rankFlatMax
+// backends it ranks by a rank tree over the weights and recomputes only the
+// weights that may have changed since the last pick, with the same result
+// (pressTree).
 //
 // Weights reports each backend's weight, level, score, pressures and whether
 // its score ran without the hardware source (fallback).
@@ -131,6 +134,15 @@ type Pressure struct {
 	sticky *stickyTable // nil: stickiness off
 	burst  *burstDetector
 	now    time.Duration // the latest pick's time, for Weights
+	// Above rankFlatMax backends the ranking is a rank tree over the
+	// placement weights (pressure_tree.go): tree, kept current by the
+	// router (Tracker), or scratch, built for one pick of views it was not
+	// told of. flat and treeFrom are as in PulsarWaW.
+	tree     *pressTree
+	scratch  *rankTree
+	flat     bool
+	treeFrom int
+	decay    decay
 }
 
 var (
@@ -196,7 +208,9 @@ type WeightReporter interface {
 // Weights implements WeightReporter. The burst detector's state is the
 // latest pick's.
 func (pr *Pressure) Weights(views []View, out []BackendWeight) []BackendWeight {
+	pr.decayAll(views)
 	pr.refresh(views, pr.burst.on(pr.now))
+	pr.refreshed(views)
 	return append(out, pr.state...)
 }
 
@@ -231,10 +245,16 @@ func (pr *Pressure) refresh(views []View, burst bool) {
 		clear(pr.state[n:])
 	}
 	pr.state = pr.state[:len(views)]
+	for i := range views {
+		pr.refreshOne(&views[i], &pr.state[i], burst)
+	}
+}
+
+// refreshOne recomputes one backend's score, level and weight (refresh).
+func (pr *Pressure) refreshOne(v *View, st *BackendWeight, burst bool) {
 	errorFull, proj := pr.pp.Norm.ErrorFull, &pr.pp.Projector
 	var avail [telemetry.NumSignals]bool
-	for i := range views {
-		v, st := &views[i], &pr.state[i]
+	{
 		p := &st.Pressures
 		pr.scorer.Normalise(p, &avail, v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: Backlog(v), Overload: v.Overload,
 			Busy: float64(v.Outstanding()+v.Queued) / float64(max(v.Capacity, 1))}, &v.Path)
@@ -268,7 +288,11 @@ func (pr *Pressure) Pick(now time.Duration, r *Request, views []View) Decision {
 	if pr.burst != nil && r.QueuedAt < 0 && len(r.Exclude) == 0 && r.Arrived == now {
 		pr.burst.arrive(now)
 	}
-	pr.refresh(views, pr.burst.on(pr.now))
+	burst := pr.burst.on(pr.now)
+	if pr.ranksByTree(len(views)) {
+		return pr.pickTree(now, r, views, burst)
+	}
+	pr.refresh(views, burst)
 	strict := anyEligible(r, views)
 	pr.scores = grow(pr.scores, len(views))
 	for i := range views {

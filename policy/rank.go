@@ -95,6 +95,10 @@ type rankTree struct {
 	// 1 each), in all and per backend (0 if not eligible).
 	sumOut, sumCap int
 	out, capa      []int
+	// ext, if set, holds the weights by position that the tree's owner
+	// keeps (pressure's placement weights) instead of the views' capacity
+	// or measured TPS; setWeight changes one.
+	ext []float64
 	// Scratch, reused across picks.
 	heap  []rankItem
 	arena []rankItem
@@ -210,7 +214,7 @@ func (t *rankTree) build(views []View, useTPS bool) {
 	}
 	t.measured = t.useTPS && t.unmeasured == 0
 	for i := range views {
-		t.w[i] = t.weight(&views[i])
+		t.w[i] = t.weight(&views[i], i)
 	}
 	t.sumAll()
 }
@@ -223,12 +227,26 @@ func resize[E any](s []E, n int) []E {
 	return s[:n]
 }
 
-// weight is v's weight in the tree: 0 if it is not eligible.
-func (t *rankTree) weight(v *View) float64 {
+// weight is v's weight in the tree (v is at position i): 0 if it is not
+// eligible.
+func (t *rankTree) weight(v *View, i int) float64 {
 	if !v.Eligible {
 		return 0
 	}
+	if t.ext != nil {
+		return max(t.ext[i], rankMinWeight)
+	}
 	return max(weightOf(v, t.measured), rankMinWeight)
+}
+
+// setWeight sets the owner's weight of backend i (see ext) and updates its
+// ancestors; views[i] is the backend's view.
+func (t *rankTree) setWeight(views []View, i int, w float64) {
+	t.ext[i] = w
+	if nw := t.weight(&views[i], i); nw != t.w[i] {
+		t.w[i] = nw
+		t.resum(i)
+	}
 }
 
 // sumAll recomputes every node's sums from the backends.
@@ -297,12 +315,17 @@ func (t *rankTree) touched(views []View, i int) {
 	if m := t.useTPS && t.unmeasured == 0; m != t.measured { // every weight changes
 		t.measured = m
 		for j := range views {
-			t.w[j] = t.weight(&views[j])
+			t.w[j] = t.weight(&views[j], j)
 		}
 		t.sumAll()
 		return
 	}
-	t.w[i] = t.weight(v)
+	t.w[i] = t.weight(v, i)
+	t.resum(i)
+}
+
+// resum recomputes the sums of backend i's ancestors.
+func (t *rankTree) resum(i int) {
 	node := t.off[t.levels] + int(t.bucket[i])
 	t.sumBucket(node)
 	for l := t.levels - 1; l >= 0; l-- {

@@ -268,6 +268,7 @@ func (r *Router) OnResult(now time.Duration, id BackendID, res Result) {
 			l.overloads.Observe(now, false)
 			r.views[b].Overload = l.overloads.Rate(now)
 		}
+		r.touch(b)
 	case Overloaded:
 		l.overloads.Observe(now, true)
 		if !l.errTracked && !l.overTracked {
@@ -275,6 +276,7 @@ func (r *Router) OnResult(now time.Duration, id BackendID, res Result) {
 		}
 		l.overTracked = true
 		r.views[b].Overload = l.overloads.Rate(now)
+		r.touch(b)
 	case TooLong:
 		// The shell passes only a refusal in an engine's own form
 		// (gateway.ParseLimitBody); the learner weighs it against the
@@ -306,6 +308,20 @@ func (r *Router) refreshErrors(now time.Duration) {
 	}
 }
 
+// refreshRates decays backend b's error rate and overload share to now,
+// as refreshErrors does for every backend (policy.DecayAware).
+func (r *Router) refreshRates(now time.Duration, b int) {
+	if b < 0 || b >= len(r.life) {
+		return
+	}
+	if l := &r.life[b]; l.overTracked {
+		r.views[b].Overload = l.overloads.Rate(now)
+	}
+	if l := &r.life[b]; l.errTracked {
+		r.views[b].ErrorRate = l.errs.Rate(now)
+	}
+}
+
 // OnProbe records a probe round trip to backend id, measured at now.
 func (r *Router) OnProbe(now time.Duration, id BackendID, rtt time.Duration) {
 	b, ok := r.position(id)
@@ -315,6 +331,7 @@ func (r *Router) OnProbe(now time.Duration, id BackendID, rtt time.Duration) {
 	l := &r.life[b]
 	l.path.Observe(now, rtt)
 	r.views[b].Path = l.path.Path(now)
+	r.touch(b)
 }
 
 // hideIncapable marks ineligible, for one pick, the eligible backends that

@@ -131,6 +131,9 @@ type Router struct {
 	// errorBlind: the policy never reads the error rates (policy.ErrorBlind),
 	// so a pick need not decay them first.
 	errorBlind bool
+	// decayer: the policy decays the rates of the backends it reads
+	// itself, through refreshRates, unless DecaysAll says otherwise.
+	decayer policy.DecayAware
 	// What hideIncapable knows at generation gen: every backend serves
 	// servedModel (servedAll), and no known limit is below minLimit.
 	servedGen, limitGen   uint64
@@ -171,6 +174,10 @@ func NewWith(id int, pol policy.Policy, backends []Backend, cfg Config) (*Router
 	r.watcher, _ = pol.(policy.Watcher)
 	r.tracker, _ = pol.(policy.Tracker)
 	_, r.errorBlind = pol.(policy.ErrorBlind)
+	if da, ok := pol.(policy.DecayAware); ok {
+		r.decayer = da
+		da.SetDecay(cfg.errorHalfLife(), DefaultOverloadHalfLife, r.refreshRates)
+	}
 	for _, b := range backends {
 		if err := r.check(b); err != nil {
 			return nil, err
@@ -441,7 +448,7 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 	if len(r.views) == 0 { // every backend was removed
 		return Decision{Kind: policy.Reject, Backend: NoBackend, Reason: "no backends"}
 	}
-	if !r.errorBlind {
+	if !r.errorBlind && (r.decayer == nil || r.decayer.DecaysAll(len(r.views))) {
 		r.refreshErrors(now)
 	}
 	outside := r.hideOutsidePool(w.pool)
@@ -467,6 +474,7 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 	}
 	if w.req.QueuedAt >= 0 && (d.Kind != policy.Wait || d.Backend != w.req.QueuedAt) {
 		r.views[w.req.QueuedAt].Queued--
+		r.touch(w.req.QueuedAt)
 		w.req.QueuedAt = -1
 	}
 	out := Decision{Kind: d.Kind, Backend: NoBackend, Until: d.Until, Reason: d.Reason}
@@ -483,6 +491,7 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 		if w.req.QueuedAt < 0 {
 			w.req.QueuedAt = d.Backend
 			r.views[d.Backend].Queued++
+			r.touch(d.Backend)
 		}
 		w.until = max(d.Until, now+time.Millisecond)
 		out.Backend = r.ids[d.Backend]
@@ -607,6 +616,7 @@ func (r *Router) Cancel(id uint64) bool {
 		if w.id == id {
 			if w.req.QueuedAt >= 0 {
 				r.views[w.req.QueuedAt].Queued--
+				r.touch(w.req.QueuedAt)
 			}
 			r.recycle(&r.waiters[i])
 			r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
