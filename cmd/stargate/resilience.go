@@ -18,6 +18,7 @@ func newResilienceCmd() *cobra.Command {
 		out        string
 		parallel   int
 		replicates int
+		seedList   string
 		post       time.Duration
 		fleetFile  string
 		rps        float64
@@ -58,6 +59,13 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			if post < 0 || (post > 0 && post < 10*time.Second) {
 				return usagef("--post must be at least 10s (two 5 s bins), got %v", post)
 			}
+			var seeds []uint64
+			if seedList != "" {
+				var err error
+				if seeds, err = study.ParseSeeds(seedList); err != nil {
+					return usagef("--seeds: %v", err)
+				}
+			}
 			reg := study.ResilienceRegistry()
 			for _, p := range policies {
 				if !reg.Has(p) {
@@ -65,7 +73,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 				}
 			}
 			start := time.Now()
-			opts := study.ResilienceOptions{Quick: quick, Replicates: replicates, Post: post,
+			opts := study.ResilienceOptions{Quick: quick, Replicates: replicates, Seeds: seeds, Post: post,
 				Phases: phases, Policies: policies, Progress: newProgress(cmd.ErrOrStderr(), "resilience study"),
 				Runner: study.SimPhaseRunner{Registry: reg, Parallel: parallel}, RPS: rps}
 			if fleetFile != "" {
@@ -97,6 +105,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 			}
 			lines = append(append(lines, ""), res.PaperComparison()...)
 			lines = append(append(lines, res.SeedLines()...), res.NetworkLines()...)
+			lines = append(lines, res.PairedLines()...)
 			if cp, err := study.MeasureControlPlane(study.StudyBackends(opts.Fleet), 1000); err == nil {
 				lines = append(lines, "", study.ControlPlaneLine(cp))
 			}
@@ -115,6 +124,7 @@ Prints a table and writes results.json, report.html and table.txt to --out.`,
 	f.StringVar(&out, "out", "out/resilience", "directory for the report files")
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: one per CPU)")
 	f.IntVar(&replicates, "replicates", 0, "seeds per phase and policy (default 5, 2 with --quick)")
+	f.StringVar(&seedList, "seeds", "", "run these seeds instead of 1..replicates: numbers and ranges, such as 1-10,31-40 (the pressure defaults were tuned on seeds 11-30)")
 	f.StringVar(&fleetFile, "fleet", "", "run on this fleet (a built-in name or a fleet file) instead of the study's nine backends; simulator only, and the phases must name backends it has")
 	f.Float64Var(&rps, "rps", 0, "with --fleet: the rate (default: the study's rate per GPU, 1.25 req/s, times the fleet's GPUs)")
 	f.DurationVar(&post, "post", 0, "span measured after the onset (default 60 s, 30 s with --quick)")
