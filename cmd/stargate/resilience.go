@@ -35,12 +35,14 @@ telemetry-loss, telemetry-loss-each (each backend's exporter dies on its
 own; simulator only), burst and thermal, each injecting its fault at the same
 onset, for pressure, pulsar-waw,
 least-request and round-robin (and, in wan-jitter, pressure-no-net: pressure
-without the network signals), seeds 1-5 (180 s before the onset, 60 s
+without the network signals), seeds 1-5 or --seeds (180 s before the onset, 60 s
 measured after it). Reports success rate, TTFT p50/p95/p99, misroutes, time to
 detect (in burst, the routing reaction p95) and to recover with 95%
 confidence intervals, the failover phase's reroute times, checks pressure
 against the best baseline and the resilience targets, and sets the figures
-beside the Solyx AI Grid paper's.
+beside the Solyx AI Grid paper's. Per phase it also prints the paired
+differences of TTFT p95 and p99 between the phase's first policy and each
+other one on the same seeds.
 
 With --live, every run also runs on a live fleet in this process, one at a
 time: scale 0.25 of the fleet (one GPU per backend, 9 GPUs) at 11.25 req/s,
