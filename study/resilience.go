@@ -273,6 +273,11 @@ type ResilienceOptions struct {
 	// Quick runs 2 replicates with a 120 s onset and 30 s measured after it.
 	Quick      bool
 	Replicates int // 0: 5 (2 when Quick)
+	// Seeds, if set, are the seeds run (at least 2, distinct) instead of
+	// 1..Replicates: held-out seeds other than 1-5 that the pressure
+	// tuning (training seeds 11-30) never saw, such as 1-10 and 31-40.
+	// Replicates, if also set, must equal their number.
+	Seeds []uint64
 	// Post, if set, is the span measured after the onset instead of the
 	// default 60 s (30 s when Quick).
 	Post     time.Duration
@@ -329,6 +334,10 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 	if reps < 2 {
 		return nil, fmt.Errorf("%w: at least 2 replicates are needed for confidence intervals, got %d", ErrBadOptions, reps)
 	}
+	seeds, err := studySeeds(opts.Seeds, opts.Replicates, reps)
+	if err != nil {
+		return nil, err
+	}
 	pols := opts.Policies
 	if len(pols) == 0 {
 		pols = ResiliencePolicies
@@ -362,7 +371,6 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 		if opts.Live != nil {
 			return nil, fmt.Errorf("%w: a study on another fleet runs in the simulator only, not with --live", ErrBadOptions)
 		}
-		var err error
 		if rps, err = fleetRate(opts.Fleet, opts.RPS, phases); err != nil {
 			return nil, err
 		}
@@ -381,7 +389,7 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 			rps *= ph.Load
 		}
 		for _, pol := range phasePols {
-			for seed := uint64(1); seed <= uint64(reps); seed++ {
+			for _, seed := range seeds {
 				for _, mode := range modes {
 					specs = append(specs, PhaseSpec{Phase: ph, Policy: pol, Seed: seed, RPS: rps, Onset: onset, Pre: pre, Post: post,
 						Scale: scale, Mode: mode, Fleet: opts.Fleet})
@@ -390,6 +398,29 @@ func ResilienceSpecs(opts ResilienceOptions) ([]PhaseSpec, error) {
 		}
 	}
 	return specs, nil
+}
+
+// studySeeds is the study's seeds: the chosen ones, checked, or 1..reps.
+func studySeeds(chosen []uint64, replicates, reps int) ([]uint64, error) {
+	if len(chosen) == 0 {
+		seeds := make([]uint64, reps)
+		for i := range seeds {
+			seeds[i] = uint64(i + 1)
+		}
+		return seeds, nil
+	}
+	if replicates != 0 && replicates != len(chosen) {
+		return nil, fmt.Errorf("%w: %d replicates but %d seeds chosen; give one or the other", ErrBadOptions, replicates, len(chosen))
+	}
+	if len(chosen) < 2 {
+		return nil, fmt.Errorf("%w: at least 2 seeds are needed for confidence intervals, got %v", ErrBadOptions, chosen)
+	}
+	for i, s := range chosen {
+		if s == 0 || slices.Contains(chosen[:i], s) {
+			return nil, fmt.Errorf("%w: seeds must be distinct and at least 1, got %v", ErrBadOptions, chosen)
+		}
+	}
+	return chosen, nil
 }
 
 func phaseNames() string {

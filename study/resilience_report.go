@@ -387,10 +387,11 @@ func (r *ResilienceResults) WriteJSON(w io.Writer) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(struct {
 		*ResilienceResults
-		Cells    []PhaseCell `json:"cells"`
-		Criteria []Criterion `json:"criteria"`
-		Paper    []string    `json:"paper_comparison"`
-	}{r, r.Cells(), r.Criteria(), r.PaperComparison()})
+		Cells    []PhaseCell  `json:"cells"`
+		Criteria []Criterion  `json:"criteria"`
+		Paper    []string     `json:"paper_comparison"`
+		Paired   []PairedDiff `json:"paired"`
+	}{r, r.Cells(), r.Criteria(), r.PaperComparison(), r.Paired()})
 }
 
 // WriteHTML writes a self-contained report.

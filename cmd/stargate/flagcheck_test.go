@@ -38,6 +38,8 @@ func TestFlagsCheckedBeforeWork(t *testing.T) {
 		{"sim: unknown class", []string{"sim", "--class", "nope"}, []string{"--class", `unknown class "nope"`, "multiturn"}},
 		{"resilience: unknown policy", []string{"study", "resilience", "--policy", "pressure-no-net,nosuch"}, []string{`unknown policy "nosuch"`, "pressure-no-net"}},
 		{"resilience: unwritable out", []string{"study", "resilience", "--out", unwritable}, []string{"--out"}},
+		{"resilience: backward seed range", []string{"study", "resilience", "--seeds", "40-31"}, []string{"--seeds", "runs backwards"}},
+		{"resilience: seeds and replicates disagree", []string{"study", "resilience", "--seeds", "1-3", "--replicates", "2"}, []string{"2 replicates but 3 seeds"}},
 		{"overlap: unwritable out", []string{"study", "overlap", "--out", unwritable}, []string{"--out"}},
 		{"slo matrix: unknown fleet", []string{"study", "slo-matrix", "--fleet", "three-sit"}, []string{"--fleet", "three-site"}},
 		{"slo matrix: unwritable out", []string{"study", "slo-matrix", "--out", unwritable}, []string{"--out"}},
