@@ -14,10 +14,11 @@ import (
 	"github.com/stargate-llm/stargate/telemetry"
 )
 
-// The network-signal diagnosis of docs/bench/netsig.md: off by default,
+// The network-signal diagnosis in BENCHMARKS.md ("Network signals, thermal
+// and failover on 80 held-out seeds"): off by default,
 // `go test ./study -run TestNetsig -v -args -netsig`.
 var (
-	netsigFigures  = flag.Bool("netsig", false, "print the wan-jitter diagnosis of docs/bench/netsig.md")
+	netsigFigures  = flag.Bool("netsig", false, "print the wan-jitter diagnosis (BENCHMARKS.md, \"Network signals, thermal and failover on 80 held-out seeds\")")
 	netsigPolicies = flag.String("netsig-policies", "pressure,netsig-jf15,netsig-jf10,netsig-jw1,netsig-jf10w1,netsig-rtt-only,netsig-jitter-only,netsig-move04,netsig-move03", "TestNetsigVariants: the variants, paired against the first")
 	netsigSeeds    = flag.String("netsig-seeds", "11-30", "TestNetsigVariants: the seeds (training seeds by default; never tune on held-out ones)")
 )
