@@ -2,7 +2,7 @@
 # Simulated requests per CPU second and per wall second of `stargate sim`,
 # BLIS and the Fleet Sim tool on the routing study's hetero fleet (220 GPUs,
 # 450 req/s) and its 10x and 100x copies, each on one core, on this machine.
-# See docs/bench/peers.md for what each tool models and the figures.
+# See BENCHMARKS.md, "The simulator beside BLIS and the Fleet Sim tool" for what each tool models and the figures.
 #
 #   bench/peers.sh BLIS_CHECKOUT FLEET_SIM_CHECKOUT
 #   bench/peers.sh ~/src/inference-sim ~/src/semantic-router     # the repository or its src/fleet-sim
@@ -114,7 +114,7 @@ gpus=$(grep -o 'gpus: [0-9]*' examples/hetero.yaml | awk '{print $2}')
 [ "$(echo "$gpus" | awk '{s += $1} END {print s}')" = 220 ] || die "examples/hetero.yaml no longer has 220 GPUs; update bench/peers.sh"
 
 # BLIS workload: the hetero fleet's sessions as closely as its workload
-# spec allows (see docs/bench/peers.md): 22 turns a session (the mean of
+# spec allows (see BENCHMARKS.md, "The simulator beside BLIS and the Fleet Sim tool"): 22 turns a session (the mean of
 # 5-40), sessions at rps/22 a second, user turns and outputs clamped normals
 # with the uniform ranges' means and spreads, 5 s think time, each turn's
 # prompt the whole conversation so far. No 4,000-token system prompt: a
