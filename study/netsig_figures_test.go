@@ -15,7 +15,9 @@ import (
 )
 
 // The network-signal diagnosis in BENCHMARKS.md ("Network signals, thermal
-// and failover on 80 held-out seeds"): off by default,
+// and failover on 80 held-out seeds"). TestNetsigShares and
+// TestNetsigVariants are measurement tools, not tests: they print figures
+// and assert nothing, and are skipped unless asked for,
 // `go test ./study -run TestNetsig -v -args -netsig`.
 var (
 	netsigFigures  = flag.Bool("netsig", false, "print the wan-jitter diagnosis (BENCHMARKS.md, \"Network signals, thermal and failover on 80 held-out seeds\")")

@@ -32,10 +32,18 @@ var pairedMeasures = []struct {
 	{"ttft_p99_s", func(m PhaseMetrics) float64 { return m.P99S }},
 }
 
-// Paired compares, in every phase and mode, the phase's first policy (in
-// run order: pressure, when it ran) with each of the phase's other
-// policies, on the seeds both ran; a pair with fewer than two common seeds
-// is left out.
+// pairedReference is the policy a cell's others are compared with:
+// pressure when it ran (the policy the study evaluates), else the first in
+// run order. The network phase runs its arms as round-robin,
+// pressure-no-net, pressure, so run order alone would compare the others
+// with round-robin.
+const pairedReference = "pressure"
+
+// Paired compares, in every phase and mode, the reference policy
+// (pressure when it ran there, else the first in run order) with each of
+// the phase's other policies, in run order, on the seeds both ran; a pair
+// with fewer than two common seeds is left out. Each pair gives one
+// PairedDiff per measure, in pairedMeasures' order.
 func (r *ResilienceResults) Paired() []PairedDiff {
 	type cellKey struct{ phase, mode string }
 	var cellOrder []cellKey
@@ -57,8 +65,15 @@ func (r *ResilienceResults) Paired() []PairedDiff {
 	var out []PairedDiff
 	for _, ck := range cellOrder {
 		ps := pols[ck]
-		ref := bySeed[phaseKey{ck.phase, ps[0], ck.mode}]
-		for _, other := range ps[1:] {
+		refPolicy := ps[0]
+		if slices.Contains(ps, pairedReference) {
+			refPolicy = pairedReference
+		}
+		ref := bySeed[phaseKey{ck.phase, refPolicy, ck.mode}]
+		for _, other := range ps {
+			if other == refPolicy {
+				continue
+			}
 			against := bySeed[phaseKey{ck.phase, other, ck.mode}]
 			var seeds []uint64
 			for s := range ref {
@@ -75,7 +90,7 @@ func (r *ResilienceResults) Paired() []PairedDiff {
 				for i, s := range seeds {
 					ds[i] = ms.get(ref[s]) - ms.get(against[s])
 				}
-				out = append(out, PairedDiff{Phase: ck.phase, Mode: ck.mode, Policy: ps[0], Against: other, Measure: ms.name, Diff: NewStat(ds)})
+				out = append(out, PairedDiff{Phase: ck.phase, Mode: ck.mode, Policy: refPolicy, Against: other, Measure: ms.name, Diff: NewStat(ds)})
 			}
 		}
 	}
@@ -91,8 +106,9 @@ func (r *ResilienceResults) PairedLines() []string {
 		return nil
 	}
 	lines := []string{"paired differences on the same seeds (mean of per-seed differences ± 95% t half-width; * : the interval excludes 0):"}
-	for i := 0; i+1 < len(ds); i += 2 {
-		p95, p99 := ds[i], ds[i+1]
+	// Paired gives each pair's measures one after the other, p95 then p99.
+	for pair := range slices.Chunk(ds, len(pairedMeasures)) {
+		p95, p99 := pair[0], pair[1]
 		lines = append(lines, fmt.Sprintf("  %s%-15s %s minus %s: TTFT p95 %s s%s, p99 %s s%s (%d seeds)", modeLabel(p95.Mode), p95.Phase, p95.Policy, p95.Against,
 			signedPM(p95.Diff, 3), beyond(p95.Diff), signedPM(p99.Diff, 3), beyond(p99.Diff), p95.Diff.N))
 	}

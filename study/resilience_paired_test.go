@@ -120,3 +120,38 @@ func TestPairedDiffs(t *testing.T) {
 		t.Errorf("paired lines %q", lines)
 	}
 }
+
+// TestPairedReferenceIsPressure: the network phase runs its arms as
+// round-robin, pressure-no-net, pressure; the pairs still read "pressure
+// minus ...", in run order, and a cell without pressure compares with its
+// first policy.
+func TestPairedReferenceIsPressure(t *testing.T) {
+	var runs []PhaseMetrics
+	for _, s := range []uint64{1, 2, 3} {
+		for i, pol := range NetworkArms {
+			runs = append(runs, PhaseMetrics{Phase: "network", Policy: pol, Seed: s, P95S: float64(i) + 0.01*float64(s), P99S: float64(i)})
+		}
+		runs = append(runs, PhaseMetrics{Phase: "baseline", Policy: "pulsar-waw", Seed: s, P95S: 1}, PhaseMetrics{Phase: "baseline", Policy: "least-request", Seed: s, P95S: 3})
+	}
+	res := &ResilienceResults{Runs: runs}
+	type pair struct{ policy, against, measure string }
+	var got []pair
+	for _, d := range res.Paired() {
+		got = append(got, pair{d.Policy, d.Against, d.Measure})
+	}
+	want := []pair{
+		{"pressure", "round-robin", "ttft_p95_s"}, {"pressure", "round-robin", "ttft_p99_s"},
+		{"pressure", PressureNoNet, "ttft_p95_s"}, {"pressure", PressureNoNet, "ttft_p99_s"},
+		{"pulsar-waw", "least-request", "ttft_p95_s"}, {"pulsar-waw", "least-request", "ttft_p99_s"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pairs %v, want %v", got, want)
+	}
+	if d := res.Paired()[0]; math.Abs(d.Diff.Mean-2) > 1e-9 {
+		t.Errorf("pressure minus round-robin p95 %+v, want +2", d.Diff)
+	}
+	lines := res.PairedLines()
+	if len(lines) != 4 || !strings.Contains(lines[1], "pressure minus round-robin: TTFT p95 +2.000") || !strings.Contains(lines[3], "pulsar-waw minus least-request: TTFT p95 -2.000") {
+		t.Errorf("paired lines %q", lines)
+	}
+}
