@@ -73,8 +73,11 @@ func (m *minIndex) set(i int, k float64, present bool) {
 	if !present {
 		k = math.NaN()
 	}
-	m.key[i] = k
 	node := m.size + i
+	if (m.count[node] == 1) == present && math.Float64bits(m.key[i]) == math.Float64bits(k) {
+		return // unchanged: the nodes above are what they would be recomputed
+	}
+	m.key[i] = k
 	m.best[node], m.count[node] = -1, 0
 	if present {
 		m.best[node], m.count[node] = int32(i), 1

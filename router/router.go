@@ -113,6 +113,7 @@ type Router struct {
 	lastSeq    []uint64
 	dispatched []uint64
 	life       []lifecycle
+	evidence   []evidence
 	// errTracked counts the backends whose error rate or overload share is
 	// tracked (lifecycle.errTracked, overTracked): with none, a pick
 	// refreshes neither.
@@ -224,8 +225,8 @@ func (r *Router) append(now time.Duration, b Backend) BackendID {
 		State: telemetry.Ready, MaxModelLen: b.MaxModelLen})
 	r.lastSeq = append(r.lastSeq, 0)
 	r.dispatched = append(r.dispatched, 0)
-	r.life = append(r.life, lifecycle{adminOK: true, state: telemetry.Ready, since: now, heard: now, advertised: b.MaxModelLen,
-		errs:      telemetry.ErrorRate{HalfLife: r.cfg.errorHalfLife()},
+	r.life = append(r.life, lifecycle{adminOK: true, state: telemetry.Ready, since: now, heard: now, advertised: b.MaxModelLen})
+	r.evidence = append(r.evidence, evidence{errs: telemetry.ErrorRate{HalfLife: r.cfg.errorHalfLife()},
 		overloads: telemetry.ErrorRate{HalfLife: DefaultOverloadHalfLife}, path: telemetry.PathEstimator{Stale: r.cfg.PathStale}})
 	return id
 }
@@ -300,10 +301,11 @@ func (r *Router) Remove(now time.Duration, id BackendID, out []Outcome) ([]Outco
 	r.views = slices.Delete(r.views, p, p+1)
 	r.lastSeq = slices.Delete(r.lastSeq, p, p+1)
 	r.dispatched = slices.Delete(r.dispatched, p, p+1)
-	if r.life[p].errTracked || r.life[p].overTracked {
+	if r.evidence[p].errTracked || r.evidence[p].overTracked {
 		r.errTracked--
 	}
 	r.life = slices.Delete(r.life, p, p+1)
+	r.evidence = slices.Delete(r.evidence, p, p+1)
 	for i := p; i < len(r.ids); i++ {
 		r.pos[r.ids[i]] = i
 		r.views[i].Index = i

@@ -60,10 +60,6 @@ type event struct {
 	kind              eventKind
 }
 
-func (e *event) less(o *event) bool {
-	return e.at < o.at || (e.at == o.at && e.key < o.key)
-}
-
 // Constructors of the events that name more than an attempt or a session.
 
 func workerEvent(at time.Duration, b, w int) event {

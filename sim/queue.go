@@ -2,13 +2,40 @@ package sim
 
 import "time"
 
-// eventQueue is a 4-ary min-heap ordered by (time, kind, sequence number), so
-// the order of simultaneous events is fixed and runs are reproducible. Four
-// children per node halve the depth of a binary heap, and the simulator pops
-// as often as it pushes.
+// order is an event's place in the run: its instant, then its key (kind in
+// the top byte, then the sequence number of its stamp). Two orders are never
+// equal, so the order of simultaneous events is fixed and runs are
+// reproducible.
+type order struct {
+	at  time.Duration
+	key uint64
+}
+
+func (o order) before(p order) bool {
+	return o.at < p.at || (o.at == p.at && o.key < p.key)
+}
+
+func (e *event) order() order { return order{at: e.at, key: e.key} }
+
+// slot is an entry of a keyed heap: an order and what it orders (an index
+// in the queue's slab of events, or a timer's entity). 24 bytes, half an
+// event: the four children of a node span 96 bytes, where events spanned
+// 192, and a sift moves a third of the bytes.
+type slot struct {
+	order
+	i int32
+}
+
+// eventQueue is a 4-ary min-heap of orders whose events wait in a slab: the
+// heap's sifts compare and move 24-byte slots and never touch an event, which
+// is written once when pushed and read once when popped. Four children per
+// node halve the depth of a binary heap, and the simulator pops as often as
+// it pushes.
 type eventQueue struct {
-	items []event
-	seq   uint64
+	heap []slot
+	slab []event
+	free []int32 // slab indices of popped events, for reuse
+	seq  uint64
 }
 
 // stamp gives e its place among simultaneous events.
@@ -19,25 +46,48 @@ func (q *eventQueue) stamp(e *event) {
 
 func (q *eventQueue) push(e event) {
 	q.stamp(&e)
-	q.items = append(q.items, e)
-	i := len(q.items) - 1
-	for i > 0 {
+	var at int32
+	if n := len(q.free); n > 0 {
+		at = q.free[n-1]
+		q.free = q.free[:n-1]
+		q.slab[at] = e
+	} else {
+		at = int32(len(q.slab))
+		q.slab = append(q.slab, e)
+	}
+	s := slot{order: e.order(), i: at}
+	q.heap = append(q.heap, s)
+	i := len(q.heap) - 1
+	for i > 0 { // move the hole up to s's place
 		p := (i - 1) / 4
-		if !q.items[i].less(&q.items[p]) {
+		if !s.before(q.heap[p].order) {
 			break
 		}
-		q.items[i], q.items[p] = q.items[p], q.items[i]
+		q.heap[i] = q.heap[p]
 		i = p
 	}
+	q.heap[i] = s
 }
 
+// head is the earliest event's order; the queue must not be empty.
+func (q *eventQueue) head() order { return q.heap[0].order }
+
 func (q *eventQueue) pop() event {
-	top := q.items[0]
-	last := len(q.items) - 1
-	q.items[0] = q.items[last]
-	q.items[last] = event{}
-	q.items = q.items[:last]
-	n := len(q.items)
+	top := q.heap[0].i
+	last := len(q.heap) - 1
+	siftDown(q.heap[:last], q.heap[last], nil)
+	q.heap = q.heap[:last]
+	q.free = append(q.free, top)
+	return q.slab[top]
+}
+
+// siftDown puts s at the root of heap h (whose root is free) and moves it
+// down to its place; pos, if not nil, follows each slot's index (by its i).
+func siftDown(h []slot, s slot, pos []int32) {
+	n := len(h)
+	if n == 0 {
+		return
+	}
 	i := 0
 	for {
 		c := 4*i + 1
@@ -46,32 +96,32 @@ func (q *eventQueue) pop() event {
 		}
 		m := c
 		for k := c + 1; k < c+4 && k < n; k++ {
-			if q.items[k].less(&q.items[m]) {
+			if h[k].before(h[m].order) {
 				m = k
 			}
 		}
-		if !q.items[m].less(&q.items[i]) {
+		if !h[m].before(s.order) {
 			break
 		}
-		q.items[i], q.items[m] = q.items[m], q.items[i]
+		h[i] = h[m]
+		if pos != nil {
+			pos[h[i].i] = int32(i)
+		}
 		i = m
 	}
-	return top
+	h[i] = s
+	if pos != nil {
+		pos[s.i] = int32(i)
+	}
 }
 
-func (q *eventQueue) len() int { return len(q.items) }
+func (q *eventQueue) len() int { return len(q.heap) }
 
 // deadline is an attempt's timeout event as the FIFO of deadlines keeps it:
 // its place in the order and its attempt (kind evAttemptTimeout).
 type deadline struct {
-	at  time.Duration
-	key uint64
-	id  uint64
-}
-
-// before reports whether the deadline comes before e in the event order.
-func (d *deadline) before(e *event) bool {
-	return d.at < e.at || (d.at == e.at && d.key < e.key)
+	order
+	id uint64
 }
 
 // deadlines is a FIFO of deadlines in a ring buffer (a power of two long):
@@ -91,7 +141,7 @@ func (d *deadlines) push(e event) {
 		copy(grown[k:], d.buf[:d.head])
 		d.buf, d.head = grown, 0
 	}
-	d.buf[(d.head+d.n)&(len(d.buf)-1)] = deadline{at: e.at, key: e.key, id: e.id}
+	d.buf[(d.head+d.n)&(len(d.buf)-1)] = deadline{order: e.order(), id: e.id}
 	d.n++
 }
 

@@ -256,11 +256,11 @@ func (s *simulation) loop(ctx context.Context) error {
 
 // next pops the earliest event of the queue, the timers and the timeout FIFO.
 func (s *simulation) next() event {
-	if s.timers.len() > 0 && (s.q.len() == 0 || s.timers.top().less(&s.q.items[0])) &&
-		(s.timeouts.len() == 0 || !s.timeouts.front().before(s.timers.top())) {
+	if s.timers.len() > 0 && (s.q.len() == 0 || s.timers.head().before(s.q.head())) &&
+		(s.timeouts.len() == 0 || !s.timeouts.front().before(s.timers.head())) {
 		return s.timers.pop()
 	}
-	if s.timeouts.len() > 0 && (s.q.len() == 0 || s.timeouts.front().before(&s.q.items[0])) {
+	if s.timeouts.len() > 0 && (s.q.len() == 0 || s.timeouts.front().before(s.q.head())) {
 		return s.timeouts.pop()
 	}
 	return s.q.pop()

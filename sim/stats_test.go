@@ -119,7 +119,7 @@ func TestDeadlinesFIFO(t *testing.T) {
 		}
 		o := event{at: want[0].at, kind: evWorker}
 		q.stamp(&o)
-		if got, w := d.front().before(&o), want[0].less(&o); got != w {
+		if got, w := d.front().before(o.order()), want[0].order().before(o.order()); got != w {
 			t.Fatalf("step %d: before = %v, less = %v", step, got, w)
 		}
 		if got := d.pop(); got != want[0] {

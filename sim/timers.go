@@ -4,11 +4,12 @@ package sim
 // end, a gateway's next stats message, a router's next deadline) in an indexed
 // 4-ary heap with the same order as the event queue. Moving an entity's event
 // replaces it in place, where the plain queue would keep the old one as a
-// stale entry to pop and ignore.
+// stale entry to pop and ignore. The heap holds each entity's order (slot.i is
+// the entity), so a sift never reads the entities' events.
 type timerSet struct {
 	ev   []event // by entity: its pending event, if pos >= 0
-	pos  []int   // by entity: index in heap, or -1
-	heap []int   // entities
+	pos  []int32 // by entity: index in heap, or -1
+	heap []slot
 }
 
 // grow adds n entities and returns the id of the first.
@@ -31,75 +32,73 @@ func (t *timerSet) pending(id int) (at event, ok bool) {
 // set makes e (already stamped) the entity's pending event.
 func (t *timerSet) set(id int, e event) {
 	t.ev[id] = e
-	if t.pos[id] < 0 {
-		t.pos[id] = len(t.heap)
-		t.heap = append(t.heap, id)
+	s := slot{order: e.order(), i: int32(id)}
+	i := int(t.pos[id])
+	if i < 0 {
+		i = len(t.heap)
+		t.heap = append(t.heap, s)
 	}
-	t.up(t.pos[id])
-	t.down(t.pos[id])
+	t.place(i, s)
 }
 
 func (t *timerSet) len() int { return len(t.heap) }
 
-func (t *timerSet) top() *event { return &t.ev[t.heap[0]] }
+// head is the earliest pending event's order; the set must not be empty.
+func (t *timerSet) head() order { return t.heap[0].order }
 
 // pop removes and returns the earliest pending event.
 func (t *timerSet) pop() event {
-	id := t.heap[0]
-	t.remove(id)
+	id := t.heap[0].i
+	t.remove(int(id))
 	return t.ev[id]
 }
 
 func (t *timerSet) remove(id int) {
-	i := t.pos[id]
+	i := int(t.pos[id])
 	if i < 0 {
 		return
 	}
-	last := len(t.heap) - 1
-	t.swap(i, last)
-	t.heap = t.heap[:last]
 	t.pos[id] = -1
+	last := len(t.heap) - 1
+	s := t.heap[last]
+	t.heap = t.heap[:last]
 	if i < last {
-		t.up(i)
-		t.down(i)
+		t.place(i, s)
 	}
 }
 
-func (t *timerSet) less(i, j int) bool { return t.ev[t.heap[i]].less(&t.ev[t.heap[j]]) }
-
-func (t *timerSet) swap(i, j int) {
-	t.heap[i], t.heap[j] = t.heap[j], t.heap[i]
-	t.pos[t.heap[i]], t.pos[t.heap[j]] = i, j
-}
-
-func (t *timerSet) up(i int) {
-	for i > 0 {
+// place puts s at heap index i (whose slot is free) and moves it up or down
+// to its place, keeping pos current.
+func (t *timerSet) place(i int, s slot) {
+	h := t.heap
+	for i > 0 { // up
 		p := (i - 1) / 4
-		if !t.less(i, p) {
-			return
+		if !s.before(h[p].order) {
+			break
 		}
-		t.swap(i, p)
+		h[i] = h[p]
+		t.pos[h[i].i] = int32(i)
 		i = p
 	}
-}
-
-func (t *timerSet) down(i int) {
-	n := len(t.heap)
-	for {
+	n := len(h)
+	for { // down
 		c := 4*i + 1
 		if c >= n {
-			return
+			break
 		}
 		m := c
 		for k := c + 1; k < c+4 && k < n; k++ {
-			if t.less(k, m) {
+			if h[k].before(h[m].order) {
 				m = k
 			}
 		}
-		if !t.less(m, i) {
-			return
+		if !h[m].before(s.order) {
+			break
 		}
-		t.swap(i, m)
+		h[i] = h[m]
+		t.pos[h[i].i] = int32(i)
 		i = m
 	}
+	h[i] = s
+	t.pos[s.i] = int32(i)
 }
