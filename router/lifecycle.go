@@ -315,25 +315,20 @@ func (r *Router) refreshErrors(now time.Duration) {
 		return
 	}
 	for b := range r.evidence {
-		if l := &r.evidence[b]; l.overTracked {
-			r.views[b].Overload = l.overloads.Rate(now)
-		}
-		if l := &r.evidence[b]; l.errTracked {
-			r.views[b].ErrorRate = l.errs.Rate(now)
-		}
+		r.refreshRates(now, b)
 	}
 }
 
 // refreshRates decays backend b's error rate and overload share to now,
 // as refreshErrors does for every backend (policy.DecayAware).
 func (r *Router) refreshRates(now time.Duration, b int) {
-	if b < 0 || b >= len(r.life) {
+	if b < 0 || b >= len(r.evidence) {
 		return
 	}
-	if l := &r.life[b]; l.overTracked {
+	if l := &r.evidence[b]; l.overTracked {
 		r.views[b].Overload = l.overloads.Rate(now)
 	}
-	if l := &r.life[b]; l.errTracked {
+	if l := &r.evidence[b]; l.errTracked {
 		r.views[b].ErrorRate = l.errs.Rate(now)
 	}
 }
