@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -229,5 +230,39 @@ func TestCollectorMatchesRecords(t *testing.T) {
 		if dropped.Records() != nil || dropped.UnfinishedRecords() != nil {
 			t.Fatalf("trial %d: a collector told to drop its records kept some", trial)
 		}
+	}
+}
+
+// BenchmarkCollector adds a window of a million completed turns and
+// summarizes it, keeping the records or not: live-bytes/turn is what the
+// window holds in memory when it ends (a record is 136 bytes).
+func BenchmarkCollector(b *testing.B) {
+	const turns = 1 << 20
+	for _, keep := range []bool{true, false} {
+		b.Run(map[bool]string{true: "records", false: "figures"}[keep], func(b *testing.B) {
+			b.ReportAllocs()
+			var live uint64
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				c := NewCollector(0, time.Hour, s, 0)
+				if !keep {
+					c.DropRecords()
+				}
+				for i := range turns {
+					at := time.Duration(i) * time.Millisecond
+					c.Add(TurnRecord{Backend: i % 2000, Start: at, FirstToken: at + time.Duration(i%977)*time.Millisecond,
+						End: at + s, Completed: true, PromptTokens: 1000, CachedTokens: 800})
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				live = after.HeapAlloc - min(before.HeapAlloc, after.HeapAlloc)
+				if c.Summary().Completed != turns || len(c.PerBackend(2000)) != 2000 {
+					b.Fatal("the collector lost turns")
+				}
+			}
+			b.ReportMetric(float64(live)/turns, "live-bytes/turn")
+		})
 	}
 }
