@@ -40,19 +40,44 @@ func (r *TurnRecord) Good(slo time.Duration) bool { return r.Completed && r.TTFT
 
 // Collector gathers the turns of one measured window. It is not safe for
 // concurrent use.
+//
+// What the summaries need is kept as the turns end: counts and token sums,
+// and of each completed turn its TTFT and backend (12 bytes), so that a
+// window of millions of turns costs little more than its TTFTs. The full
+// records (136 bytes each) are kept too unless DropRecords was called.
 type Collector struct {
 	from, to   time.Duration
 	slo        time.Duration
 	byStart    bool
+	keep       bool
+	hint       int // of the turns the window will hold
 	started    int
 	records    []TurnRecord
 	unfinished []TurnRecord
+
+	// The window's figures, as Summary reports them.
+	turns, completed, good, failures, rejections int
+	unfinishedN                                  int
+	prompt, cached, host                         int64
+	// ttfts[i] is the TTFT in seconds of the i-th completed turn and
+	// backends[i] its backend (-1 if none, or at maxBackendIndex or past).
+	ttfts    []float64
+	backends []int32
+	// Token sums of the completed turns by backend, grown as backends appear.
+	bPrompt, bCached []int64
 }
+
+// maxBackendIndex bounds the backend indices PerBackend reports on (far
+// above config.MaxBackends), so that a stray index cannot make the
+// collector allocate by it.
+const maxBackendIndex = 1 << 20
 
 // NewCollector measures turns in [from, to) against a TTFT SLO. expected is
 // a hint of how many turns will end in the window.
 func NewCollector(from, to, slo time.Duration, expected int) *Collector {
-	return &Collector{from: from, to: to, slo: slo, records: make([]TurnRecord, 0, max(expected, 0))}
+	expected = max(expected, 0)
+	return &Collector{from: from, to: to, slo: slo, keep: true, hint: expected,
+		ttfts: make([]float64, 0, expected), backends: make([]int32, 0, expected)}
 }
 
 func (c *Collector) in(t time.Duration) bool { return t >= c.from && t < c.to }
@@ -61,6 +86,12 @@ func (c *Collector) in(t time.Duration) bool { return t >= c.from && t < c.to }
 // rather than those that ended in it, for a run that goes on past the window
 // so that its turns can end (a cool-down). Call it before adding records.
 func (c *Collector) SampleStarts() { c.byStart = true }
+
+// DropRecords makes the collector keep only what Summary and PerBackend
+// need, not the records themselves: Records and UnfinishedRecords return
+// none. The summaries are the same either way. Call it before adding
+// records.
+func (c *Collector) DropRecords() { c.keep = false }
 
 // TurnStarted counts a turn that started at t.
 func (c *Collector) TurnStarted(t time.Duration) {
@@ -76,9 +107,40 @@ func (c *Collector) Add(r TurnRecord) {
 	if c.byStart {
 		t = r.Start
 	}
-	if c.in(t) {
+	if !c.in(t) {
+		return
+	}
+	if c.keep {
+		if c.records == nil {
+			c.records = make([]TurnRecord, 0, c.hint)
+		}
 		c.records = append(c.records, r)
 	}
+	c.turns++
+	c.rejections += r.Rejections
+	if !r.Completed {
+		c.failures++
+		return
+	}
+	c.completed++
+	if r.Good(c.slo) {
+		c.good++
+	}
+	c.prompt += int64(r.PromptTokens)
+	c.cached += int64(r.CachedTokens)
+	c.host += int64(r.HostTokens)
+	b := int32(-1)
+	if r.Backend >= 0 && r.Backend < maxBackendIndex {
+		b = int32(r.Backend)
+		if r.Backend >= len(c.bPrompt) {
+			c.bPrompt = append(c.bPrompt, make([]int64, r.Backend+1-len(c.bPrompt))...)
+			c.bCached = append(c.bCached, make([]int64, r.Backend+1-len(c.bCached))...)
+		}
+		c.bPrompt[b] += int64(r.PromptTokens)
+		c.bCached[b] += int64(r.CachedTokens)
+	}
+	c.ttfts = append(c.ttfts, r.TTFT().Seconds())
+	c.backends = append(c.backends, b)
 }
 
 // Unfinished keeps the record of a turn still running when the run ended, if
@@ -86,14 +148,24 @@ func (c *Collector) Add(r TurnRecord) {
 // when the run ended and FirstToken is set if its current attempt has one.
 func (c *Collector) Unfinished(r TurnRecord) {
 	if c.byStart && c.in(r.Start) {
-		c.unfinished = append(c.unfinished, r)
+		c.unfinishedN++
+		if c.keep {
+			c.unfinished = append(c.unfinished, r)
+		}
 	}
 }
 
-// Records returns the kept records, in the order they ended.
-func (c *Collector) Records() []TurnRecord { return c.records }
+// Records returns the kept records, in the order they ended (none after
+// DropRecords).
+func (c *Collector) Records() []TurnRecord {
+	if c.keep && c.records == nil {
+		return []TurnRecord{} // an empty window's records are none, not nil
+	}
+	return c.records
+}
 
-// UnfinishedRecords returns the records given to Unfinished.
+// UnfinishedRecords returns the records given to Unfinished (none after
+// DropRecords).
 func (c *Collector) UnfinishedRecords() []TurnRecord { return c.unfinished }
 
 // Summary is a window's figures. Percentages are 0-100.
@@ -124,32 +196,16 @@ type Summary struct {
 
 // Summary computes the window's figures.
 func (c *Collector) Summary() Summary {
-	s := Summary{WindowS: (c.to - c.from).Seconds(), Started: c.started, Turns: len(c.records), Unfinished: len(c.unfinished)}
-	ttfts := make([]float64, 0, len(c.records))
-	var prompt, cached, host int64
-	for i := range c.records {
-		r := &c.records[i]
-		s.Rejections += r.Rejections
-		if !r.Completed {
-			s.Failures++
-			continue
-		}
-		s.Completed++
-		if r.Good(c.slo) {
-			s.Good++
-		}
-		prompt += int64(r.PromptTokens)
-		cached += int64(r.CachedTokens)
-		host += int64(r.HostTokens)
-		ttfts = append(ttfts, r.TTFT().Seconds())
-	}
+	s := Summary{WindowS: (c.to - c.from).Seconds(), Started: c.started, Turns: c.turns, Unfinished: c.unfinishedN,
+		Completed: c.completed, Good: c.good, Failures: c.failures, Rejections: c.rejections}
 	if s.WindowS > 0 {
 		s.OfferedRPS = float64(s.Started) / s.WindowS
 		s.GoodputRPS = float64(s.Good) / s.WindowS
 	}
 	s.SLOPct = pct(float64(s.Good), float64(s.Turns))
-	s.ReusePct = pct(float64(cached), float64(prompt))
-	s.HostReusePct = pct(float64(host), float64(prompt))
+	s.ReusePct = pct(float64(c.cached), float64(c.prompt))
+	s.HostReusePct = pct(float64(c.host), float64(c.prompt))
+	ttfts := slices.Clone(c.ttfts)
 	slices.Sort(ttfts)
 	s.TTFTCounted = len(ttfts)
 	s.TTFTP50S, s.TTFTP90S, s.TTFTP99S = Percentile(ttfts, 0.50), Percentile(ttfts, 0.90), Percentile(ttfts, 0.99)
@@ -164,24 +220,38 @@ type BackendSummary struct {
 	ReusePct  float64 `json:"reuse_pct"`
 }
 
-// PerBackend summarizes completed turns by the backend that served them.
+// PerBackend summarizes completed turns by the backend that served them
+// (backends 0 to backends-1, below maxBackendIndex).
 func (c *Collector) PerBackend(backends int) []BackendSummary {
-	ttfts := make([][]float64, backends)
-	prompt := make([]int64, backends)
-	cached := make([]int64, backends)
-	for i := range c.records {
-		r := &c.records[i]
-		if r.Completed && r.Backend >= 0 && r.Backend < backends {
-			ttfts[r.Backend] = append(ttfts[r.Backend], r.TTFT().Seconds())
-			prompt[r.Backend] += int64(r.PromptTokens)
-			cached[r.Backend] += int64(r.CachedTokens)
+	// Group the TTFTs by backend in one buffer: start[b] is where backend
+	// b's begin, in the order the turns ended.
+	start := make([]int, backends+1)
+	for _, b := range c.backends {
+		if b >= 0 && int(b) < backends {
+			start[b+1]++
+		}
+	}
+	for b := range backends {
+		start[b+1] += start[b]
+	}
+	grouped := make([]float64, start[backends])
+	next := slices.Clone(start[:backends])
+	for i, b := range c.backends {
+		if b >= 0 && int(b) < backends {
+			grouped[next[b]] = c.ttfts[i]
+			next[b]++
 		}
 	}
 	out := make([]BackendSummary, backends)
-	for b, ts := range ttfts {
+	for b := range out {
+		ts := grouped[start[b]:start[b+1]]
 		slices.Sort(ts)
+		var prompt, cached int64
+		if b < len(c.bPrompt) {
+			prompt, cached = c.bPrompt[b], c.bCached[b]
+		}
 		out[b] = BackendSummary{Completed: len(ts), TTFTP50S: Percentile(ts, 0.5), TTFTP99S: Percentile(ts, 0.99),
-			ReusePct: pct(float64(cached[b]), float64(prompt[b]))}
+			ReusePct: pct(float64(cached), float64(prompt))}
 	}
 	return out
 }

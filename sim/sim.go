@@ -149,6 +149,9 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 	if cfg.Cooldown > 0 {
 		s.coll.SampleStarts()
 	}
+	if !cfg.KeepRecords {
+		s.coll.DropRecords() // 12 bytes a measured turn, not 136 and more
+	}
 	src, err := newSource(s)
 	if err != nil {
 		return nil, err
