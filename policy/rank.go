@@ -301,6 +301,7 @@ func (t *rankTree) touched(views []View, i int) {
 		return
 	}
 	wasUnmeasured := t.isElig[i] && !t.hasTPS[i]
+	wasElig, wasFree := t.isElig[i], t.isFree[i]
 	t.isElig[i], t.isFree[i], t.hasTPS[i] = v.Eligible, v.Eligible && v.Free(), v.MaxInputTPS > 0
 	t.sumOut -= t.out[i]
 	t.sumCap -= t.capa[i]
@@ -320,7 +321,14 @@ func (t *rankTree) touched(views []View, i int) {
 		t.sumAll()
 		return
 	}
-	t.w[i] = t.weight(v, i)
+	nw := t.weight(v, i)
+	if nw == t.w[i] && wasElig == t.isElig[i] && wasFree == t.isFree[i] {
+		// Nothing the nodes sum changed (most stats messages at a steady
+		// load): the ancestors, recomputed from the same members, would
+		// come out the same.
+		return
+	}
+	t.w[i] = nw
 	t.resum(i)
 }
 
