@@ -33,7 +33,7 @@ import (
 //	  burst:              # policy.BurstParams: levels follow the router's own counts at once in a burst
 //	    window: 100ms     # arrivals counted over this span; 0 turns the detector off
 //	    baseline: 30s     # against the rate of this span
-//	    false_alarms: 6   # firings an hour per router for Poisson arrivals at that rate
+//	    false_alarms: 1   # firings an hour per router for Poisson arrivals at that rate
 //	    hold: 1s          # on this long after a firing
 //	    hysteresis: 1     # least level move to more pressure while on
 type PressureSpec struct {

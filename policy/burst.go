@@ -8,15 +8,16 @@ import (
 )
 
 // BurstParams configure the pressure policy's burst detector: a test, on
-// the requests arriving at this router, of whether more arrived within the
-// last Window than Poisson arrivals at the router's recent rate would bring
-// more often than FalseAlarms times an hour. While it is on, a backend's
-// level moves to more pressure by Hysteresis levels or more at once, instead
-// of waiting for the projector's hysteresis: the busy share the router
-// counts itself (its own dispatches since the backend's last report, its
-// own queue) moves the weights at the burst's first picks, not after the
-// next reports. Moves to less pressure keep the projector's hysteresis, so
-// a burst cannot make the weights swing back and forth.
+// the requests arriving at this router (each counted once, at the pick the
+// router marks as its arrival: Request.Arrival), of whether more arrived
+// within the last Window than Poisson arrivals at the router's recent rate
+// would bring more often than FalseAlarms times an hour. While it is on, a
+// backend's level moves to more pressure by Hysteresis levels or more at
+// once, instead of waiting for the projector's hysteresis: the busy share
+// the router counts itself (its own dispatches since the backend's last
+// report, its own queue) moves the weights at the burst's first picks, not
+// after the next reports. Moves to less pressure keep the projector's
+// hysteresis, so a burst cannot make the weights swing back and forth.
 //
 // The rate is the arrivals of the last Baseline, counted in 30 buckets of
 // Baseline/30 (the current bucket left out, so a burst does not raise its
@@ -42,8 +43,8 @@ type BurstParams struct {
 }
 
 // DefaultBurstParams are the detector's defaults (docs/pressure.md, "Burst
-// reaction"): a 100 ms window against the last 30 s, at most 6 false
-// firings an hour per router, on for 1 s after a firing (two gateway report
+// reaction"): a 100 ms window against the last 30 s, at most 1 false
+// firing an hour per router, on for 1 s after a firing (two gateway report
 // intervals, so the reports that carry the other routers' share of the
 // burst move the levels too), moves of 1 level or more.
 func DefaultBurstParams() BurstParams {

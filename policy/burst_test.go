@@ -156,7 +156,7 @@ func TestPressureBurstMovesLevelsAtOnce(t *testing.T) {
 		var at []time.Duration
 		at = poissonArrivals(rng, at, 10, 0, 60*time.Second)
 		for i, now := range at {
-			p.Pick(now, &Request{Session: uint64(i), Arrived: now, QueuedAt: -1}, vs)
+			p.Pick(now, &Request{Session: uint64(i), Arrived: now, QueuedAt: -1, Arrival: true}, vs)
 		}
 		quiet := now(at)
 		before := p.LastWeights(nil)
@@ -164,14 +164,14 @@ func TestPressureBurstMovesLevelsAtOnce(t *testing.T) {
 		for i := range vs {
 			vs[i].Active = 55
 		}
-		p.Pick(quiet+time.Second, &Request{Session: 1e9, Arrived: quiet + time.Second, QueuedAt: -1}, vs)
+		p.Pick(quiet+time.Second, &Request{Session: 1e9, Arrived: quiet + time.Second, QueuedAt: -1, Arrival: true}, vs)
 		if got := p.LastWeights(nil); !sameWeights(got, before) {
 			t.Fatalf("detector %v: a quiet pick moved weights %v -> %v", detector, before, got)
 		}
 		// A burst: 30 requests at once, each counted as dispatched.
 		burst := quiet + 2*time.Second
 		for s := range 30 {
-			d := p.Pick(burst, &Request{Session: 2e9 + uint64(s), Arrived: burst, QueuedAt: -1}, vs)
+			d := p.Pick(burst, &Request{Session: 2e9 + uint64(s), Arrived: burst, QueuedAt: -1, Arrival: true}, vs)
 			if d.Kind == Dispatch {
 				vs[d.Backend].Pending++
 			}
@@ -189,7 +189,7 @@ func TestPressureBurstMovesLevelsAtOnce(t *testing.T) {
 		for i := range vs {
 			vs[i].Active, vs[i].Pending = 45, 0
 		}
-		p.Pick(burst+time.Millisecond, &Request{Session: 3e9, Arrived: burst + time.Millisecond, QueuedAt: -1}, vs)
+		p.Pick(burst+time.Millisecond, &Request{Session: 3e9, Arrived: burst + time.Millisecond, QueuedAt: -1, Arrival: true}, vs)
 		if got := p.LastWeights(nil); !sameWeights(got, after) {
 			t.Errorf("detector %v: less load in a burst moved weights %v -> %v", detector, after, got)
 		}
@@ -255,5 +255,40 @@ func BenchmarkBurstArrive(b *testing.B) {
 	for b.Loop() {
 		at += time.Millisecond
 		d.arrive(at)
+	}
+}
+
+// TestBurstCountsMarkedArrivals: the detector counts the picks the router
+// marks as arrivals (Request.Arrival) and no other, even one that looks new:
+// a waiter asked again at the instant it arrived after its queue's backend
+// was removed, or a retry whose refusing backends are all gone.
+func TestBurstCountsMarkedArrivals(t *testing.T) {
+	p, err := NewPressure(DefaultParams(), DefaultPressureParams(), backends(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := pressureViews(3)
+	const at = 5 * time.Second
+	picks := []struct {
+		name   string
+		r      Request
+		counts bool
+	}{
+		{"an arrival", Request{Session: 1, Arrived: at, QueuedAt: -1, Arrival: true}, true},
+		{"a waiter asked again at the instant it arrived, not queued", Request{Session: 1, Arrived: at, QueuedAt: -1}, false},
+		{"a waiter queued", Request{Session: 1, Arrived: at, QueuedAt: 0}, false},
+		{"an arrival with backends skipped from the start", Request{Session: 2, Arrived: at, QueuedAt: -1, Exclude: []int{0}, Arrival: true}, true},
+		{"a retry whose refusing backends are gone", Request{Session: 3, Arrived: at, QueuedAt: -1}, false},
+	}
+	want := 0
+	for _, pk := range picks {
+		r := pk.r
+		p.Pick(at, &r, vs)
+		if pk.counts {
+			want++
+		}
+		if got := p.burst.buckets[p.burst.cur]; got != want {
+			t.Errorf("after %s: %d arrivals counted, want %d", pk.name, got, want)
+		}
 	}
 }

@@ -79,6 +79,12 @@ type Request struct {
 	QueuedAt int
 	// Exclude lists backends that already refused this request.
 	Exclude []int
+	// Arrival marks the request's first pick at this router: the router
+	// core sets it on Route's pick of a new request only, not on the later
+	// picks of a request that waits nor on a retry after a refusal
+	// (router.Ask.Again). The burst detector (BurstParams) counts arrivals
+	// by it.
+	Arrival bool
 	// Tokens is the request's prompt plus requested output tokens; zero
 	// means unknown.
 	Tokens int

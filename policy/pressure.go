@@ -281,11 +281,11 @@ func (pr *Pressure) refreshOne(v *View, st *BackendWeight, burst bool) {
 // home first while it may stay there; otherwise, and below the home,
 // weighted rendezvous over the placement weights (PlacementWeight). Then
 // pulsar-waw's band. A dispatch makes its backend the session's home. A
-// request new at the router (not queued here, not a retry) counts as an
-// arrival for the burst detector.
+// request's first pick at the router (Request.Arrival) counts as an arrival
+// for the burst detector.
 func (pr *Pressure) Pick(now time.Duration, r *Request, views []View) Decision {
 	pr.now = max(pr.now, now)
-	if pr.burst != nil && r.QueuedAt < 0 && len(r.Exclude) == 0 && r.Arrived == now {
+	if pr.burst != nil && r.Arrival {
 		pr.burst.arrive(now)
 	}
 	burst := pr.burst.on(pr.now)

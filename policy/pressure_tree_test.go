@@ -20,7 +20,7 @@ import (
 // pulsar-waw's band.
 func refTreePressure(ref *Pressure, now time.Duration, r *Request, views []View) Decision {
 	ref.now = max(ref.now, now)
-	if ref.burst != nil && r.QueuedAt < 0 && len(r.Exclude) == 0 && r.Arrived == now {
+	if ref.burst != nil && r.Arrival {
 		ref.burst.arrive(now)
 	}
 	ref.refresh(views, ref.burst.on(ref.now))
@@ -206,7 +206,7 @@ func TestPressureTreeExact(t *testing.T) {
 			r := &Request{Session: sessions[rng.IntN(len(sessions))], QueuedAt: -1, Arrived: now - time.Duration(rng.IntN(3000))*time.Millisecond,
 				Tokens: rng.IntN(50_000)}
 			if burst || rng.IntN(2) == 0 { // new at the router: an arrival for the burst detector
-				r.Arrived = now
+				r.Arrived, r.Arrival = now, true
 			} else if k%3 == 0 {
 				r.QueuedAt = rng.IntN(n)
 			}

@@ -63,6 +63,10 @@ type Ask struct {
 	// before its first byte; see Retry): the policy skips them. IDs the
 	// router no longer knows are ignored.
 	Exclude []BackendID
+	// Again marks a retry (Retry's Step.Again): the request was placed
+	// before, so its pick is not an arrival at this router
+	// (policy.Request.Arrival).
+	Again bool
 	// Blocks are the prompt's chained block hashes, BlockTokens tokens
 	// each (nil: unknown), for a policy that places by cached prefix
 	// (policy.Prefix). The router keeps the slice while the request waits.
@@ -422,7 +426,7 @@ func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 	// The router's own scratch waiter: a local one would escape to the
 	// heap through the policy, one allocation per request.
 	w := &r.scratch
-	*w = waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens}, model: q.Model, pool: q.Pool}
+	*w = waiter{id: id, req: policy.Request{Session: q.Session, Arrived: now, QueuedAt: -1, Tokens: q.Tokens, Arrival: !q.Again}, model: q.Model, pool: q.Pool}
 	if n := len(r.spare); n > 0 && r.watcher != nil {
 		w.watch, r.spare = r.spare[n-1], r.spare[:n-1]
 	}
@@ -436,6 +440,7 @@ func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 	}
 	w.req.Blocks, w.req.BlockTokens = q.Blocks, q.BlockTokens
 	d := r.decide(now, w)
+	w.req.Arrival = false // its later picks, while it waits, are not arrivals
 	if d.Kind == policy.Wait {
 		r.waiters = append(r.waiters, *w)
 	} else {

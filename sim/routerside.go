@@ -152,7 +152,7 @@ func (s *simulation) routerRefused(a *attempt, f client.Failure, neverSent bool)
 	}
 	a.told, a.refusal = true, f
 	if step.Again {
-		if d := sub.Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens(), Exclude: a.retry.Exclude(), Model: s.modelOf(a.sess), Blocks: traceBlocks(a.sess.req), BlockTokens: s.cfg.BlockSize}); d.Kind != policy.Reject {
+		if d := sub.Route(s.now, a.id, router.Ask{Session: a.sess.key, Tokens: a.tokens(), Exclude: a.retry.Exclude(), Again: true, Model: s.modelOf(a.sess), Blocks: traceBlocks(a.sess.req), BlockTokens: s.cfg.BlockSize}); d.Kind != policy.Reject {
 			s.apply(a, s.global(a.pool, d))
 			s.scheduleRouterTimer(a.router)
 			s.markWeights(a.router)

@@ -243,7 +243,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte, q wa
 	var last *attemptResult
 	pool := s.pickPool(tokens, q.model)
 	for again := true; again; {
-		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude(), Model: q.model, Pool: pool})
+		d, b, ok := s.decide(ctx, id, rcore.Ask{Session: session, Tokens: tokens, Exclude: retry.Exclude(), Again: retry.Tried() > 0, Model: q.model, Pool: pool})
 		if !ok {
 			s.end(ReasonClientCancelled, true)
 			return
