@@ -273,10 +273,17 @@ func (pr *Pressure) nextChange(v *View, level int, now time.Duration) (time.Dura
 	if pr.keeps(v, level, -1) {
 		return 0, false // the rates' decay to zero keeps the level
 	}
+	// Past 64 half-lives of the slower rate both are below 2^-64 of what
+	// they were: if the level still holds there, rescore then. The bound
+	// stays far below the largest Duration, so hi never overflows.
+	bound := time.Duration(math.MaxInt64 / 4)
+	if h := max(pr.decay.errHalf, pr.decay.ovrHalf); h < bound/64 {
+		bound = max(64*h, time.Millisecond)
+	}
 	lo, hi := time.Duration(0), time.Millisecond
-	for k := 0; pr.keeps(v, level, hi); k++ {
-		if k == 60 { // past any half-life's reach: rescore then
-			return now + hi, true
+	for pr.keeps(v, level, hi) {
+		if hi >= bound {
+			return addClamped(now, hi), true
 		}
 		lo, hi = hi, 2*hi
 	}
@@ -288,7 +295,15 @@ func (pr *Pressure) nextChange(v *View, level int, now time.Duration) (time.Dura
 			hi = mid
 		}
 	}
-	return now + max(lo-time.Microsecond, 0), true
+	return addClamped(now, max(lo-time.Microsecond, 0)), true
+}
+
+// addClamped is now+d (d >= 0), at most the largest Duration.
+func addClamped(now, d time.Duration) time.Duration {
+	if d > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + d
 }
 
 // keeps reports whether v's level stays at level with its rates decayed

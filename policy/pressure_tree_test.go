@@ -256,6 +256,36 @@ func TestPressureTreeExact(t *testing.T) {
 	t.Logf("%d picks with the burst detector on", bursts)
 }
 
+// TestPressureNextChangeHugeHalfLife: whatever the half-lives (up to the
+// largest Duration) and the time, a backend whose level its rates' decay
+// will move gets a deadline no earlier than now, through which its level
+// holds.
+func TestPressureNextChangeHugeHalfLife(t *testing.T) {
+	halves := []time.Duration{time.Millisecond, 5 * time.Second, time.Hour, 1 << 62, math.MaxInt64}
+	for _, h := range halves {
+		for _, now := range []time.Duration{0, time.Hour, math.MaxInt64 / 2, math.MaxInt64 - time.Second} {
+			pr, err := NewPressure(DefaultParams(), DefaultPressureParams(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr.SetDecay(h, h, nil)
+			v := View{Capacity: 10, Eligible: true, ErrorRate: 0.3, Overload: 0.5}
+			st := BackendWeight{Rank: DefaultPressureParams().Projector.Max}
+			pr.refreshOne(&v, &st, false)
+			if pr.keeps(&v, st.Rank, -1) {
+				t.Fatalf("level %d holds with the rates at zero: the test does not test a deadline", st.Rank)
+			}
+			at, ok := pr.nextChange(&v, st.Rank, now)
+			if !ok || at < now {
+				t.Fatalf("half-life %v, now %v: deadline %v (%v), want one at or after now", h, now, at, ok)
+			}
+			if !pr.keeps(&v, st.Rank, at-now) {
+				t.Fatalf("half-life %v, now %v: the level moves before its deadline %v", h, now, at)
+			}
+		}
+	}
+}
+
 // sameRankTree reports how got differs from want, "" if in nothing.
 func sameRankTree(got, want *rankTree) string {
 	switch {
