@@ -3,8 +3,6 @@ package policy
 import (
 	"math"
 	"time"
-
-	"github.com/stargate-llm/stargate/telemetry"
 )
 
 // DecayAware is implemented by policies that follow the decay of
@@ -457,15 +455,7 @@ func (pr *Pressure) pickTree(now time.Duration, r *Request, views []View, burst 
 	var d Decision
 	switch {
 	case home < 0:
-		top, _ := t.top(r.Session)
-		if top >= 0 && views[top].Free() {
-			d = dispatch(top)
-			break
-		}
-		free, tf := t.bestFree(r.Session)
-		d = bandDecide(pr.p, now, r, views, top, free, func(limit int) int {
-			return t.countBefore(r.Session, tf, limit)
-		})
+		d = treeBand(pr.p, t, now, r, views)
 	case views[home].Free():
 		d = dispatch(home)
 	default: // the home ranks first, ahead of its place in the race
@@ -485,26 +475,10 @@ func (pr *Pressure) pickTree(now time.Duration, r *Request, views []View, burst 
 }
 
 // stays is home for the tree: whether the session stays on backend h (a
-// candidate for r, not failing, not above MoveScore, not costlier than a
-// re-prefill elsewhere).
+// candidate for r, then staysOn).
 func (pr *Pressure) stays(r *Request, views []View, h int, strict bool, t *rankTree) bool {
 	if !views[h].Eligible || (strict && t.excluded(int32(h))) {
 		return false
 	}
-	st := &pr.state[h]
-	if st.Pressures[telemetry.SigErrors] >= 1 || st.Score > pr.pp.Sticky.MoveScore {
-		return false
-	}
-	if pr.pp.Sticky.RePrefillTPS > 0 && r.Tokens > 0 && views[h].Signals != nil {
-		// The cost comparison looks at every candidate's TTFT.
-		pr.scores = grow(pr.scores, len(views))
-		for i := range views {
-			pr.scores[i] = 0
-			if !eligible(r, &views[i], strict) {
-				pr.scores[i] = math.Inf(-1)
-			}
-		}
-		return !pr.stayCostly(r, views, h)
-	}
-	return true
+	return pr.staysOn(r, views, h, false, strict)
 }
