@@ -75,6 +75,11 @@ type pressTree struct {
 	// Backends to rescore at the next pick.
 	dirty   []int32
 	isDirty []bool
+	// burstOnly marks the backends made dirty only by the burst detector
+	// coming on: untouched since last rescored, their rates have only
+	// decayed since, so a deadline they hold stays valid while their level
+	// does not move.
+	burstOnly []bool
 	// scored is each backend's view as last rescored, less what the score
 	// does not read (scoredPart): a touch that changes none of the rest
 	// (a backend hidden from one pick and shown again) rescores nothing.
@@ -124,6 +129,8 @@ func (pr *Pressure) Track(views []View) {
 	}
 	t.build(views, false)
 	pt.isDirty = resize(pt.isDirty, n)
+	pt.burstOnly = resize(pt.burstOnly, n)
+	clear(pt.burstOnly)
 	pt.scored = resize(pt.scored, n)
 	pt.dirty = pt.dirty[:0]
 	for i := range n {
@@ -209,11 +216,17 @@ func (pr *Pressure) refreshed(views []View) {
 // is rescored: a level held back by the projector's hysteresis may move
 // now. While it is on the rule changes nothing else: it moves levels to
 // more pressure only, and nothing but a touch (rescored) raises a score.
+// A backend rescored only for that, whose level stays, keeps its deadline:
+// computed from its rates when last rescored, and those have only decayed
+// since, it is no later than one computed now (nextChange).
 func (pr *Pressure) catchUp(now time.Duration, views []View, home int, burst bool) {
 	pt := pr.tree
 	if burst && !pt.burst {
 		for i := range views {
-			pt.mark(i)
+			if !pt.isDirty[i] {
+				pt.burstOnly[i] = true
+				pt.mark(i)
+			}
 		}
 	}
 	pt.burst = burst
@@ -225,10 +238,15 @@ func (pr *Pressure) catchUp(now time.Duration, views []View, home int, burst boo
 	for _, i := range pt.dirty {
 		pt.isDirty[i] = false
 		st := &pr.state[i]
+		was, burstOnly := st.Rank, pt.burstOnly[i]
+		pt.burstOnly[i] = false
 		pr.rates(now, views, int(i))
 		pr.refreshOne(&views[i], st, burst)
 		pt.scored[i] = scoredPart(&views[i])
 		pt.t.setWeight(views, int(i), float64(st.Weight))
+		if burstOnly && st.Rank == was && pt.hpos[i] >= 0 {
+			continue // its deadline stands
+		}
 		if at, ok := pr.nextChange(&views[i], st.Rank, now); ok {
 			pt.schedule(int(i), at)
 		} else {
