@@ -14,7 +14,10 @@ import (
 // decay (DecayAware), and Track again whenever
 // backends join or leave; the picks then cost O(log n) instead of O(n),
 // with the same decisions. A policy that was never tracked, or is handed
-// views of another length, scans.
+// views of another length, scans. Signals are compared by pointer: a
+// router whose signals change hands a new *telemetry.Signals in the view
+// before it touches, never rewrites the one it handed in place (pressure
+// would see no change and keep the old score).
 type Tracker interface {
 	// Track indexes views, the slice later picks will be given.
 	Track(views []View)

@@ -254,27 +254,25 @@ func (pr *Pressure) refresh(views []View, burst bool) {
 func (pr *Pressure) refreshOne(v *View, st *BackendWeight, burst bool) {
 	errorFull, proj := pr.pp.Norm.ErrorFull, &pr.pp.Projector
 	var avail [telemetry.NumSignals]bool
-	{
-		p := &st.Pressures
-		pr.scorer.Normalise(p, &avail, v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: Backlog(v), Overload: v.Overload,
-			Busy: float64(v.Outstanding()+v.Queued) / float64(max(v.Capacity, 1))}, &v.Path)
-		// The router's own count of failures is fresher than the report's.
-		if e := v.ErrorRate / errorFull; e > p[telemetry.SigErrors] || !avail[telemetry.SigErrors] {
-			p[telemetry.SigErrors] = min(max(e, p[telemetry.SigErrors]), 1)
-			avail[telemetry.SigErrors] = true
-		}
-		score, _, fallback := pr.scorer.Score(p, &avail)
-		if p[telemetry.SigErrors] >= 1 {
-			score = 1 // failing at Norm.ErrorFull or more: the minimum, whatever the weights
-		}
-		if t := proj.Target(score); burst && st.Rank > 0 && st.Rank-t >= pr.pp.Burst.Hysteresis {
-			st.Rank = t
-		} else {
-			st.Rank = proj.Project(st.Rank, score)
-		}
-		st.Weight = PlacementWeight(v.Capacity, st.Rank)
-		st.Score, st.Fallback = score, fallback
+	p := &st.Pressures
+	pr.scorer.Normalise(p, &avail, v.Signals, telemetry.Load{Capacity: v.Capacity, Waiting: Backlog(v), Overload: v.Overload,
+		Busy: float64(v.Outstanding()+v.Queued) / float64(max(v.Capacity, 1))}, &v.Path)
+	// The router's own count of failures is fresher than the report's.
+	if e := v.ErrorRate / errorFull; e > p[telemetry.SigErrors] || !avail[telemetry.SigErrors] {
+		p[telemetry.SigErrors] = min(max(e, p[telemetry.SigErrors]), 1)
+		avail[telemetry.SigErrors] = true
 	}
+	score, _, fallback := pr.scorer.Score(p, &avail)
+	if p[telemetry.SigErrors] >= 1 {
+		score = 1 // failing at Norm.ErrorFull or more: the minimum, whatever the weights
+	}
+	if t := proj.Target(score); burst && st.Rank > 0 && st.Rank-t >= pr.pp.Burst.Hysteresis {
+		st.Rank = t
+	} else {
+		st.Rank = proj.Project(st.Rank, score)
+	}
+	st.Weight = PlacementWeight(v.Capacity, st.Rank)
+	st.Score, st.Fallback = score, fallback
 }
 
 // Pick implements Policy: a session with a home (StickyParams) ranks its
@@ -333,14 +331,33 @@ func (pr *Pressure) home(now time.Duration, r *Request, views []View) int {
 			break
 		}
 	}
-	if h < 0 || math.IsInf(pr.scores[h], -1) {
-		return -1
-	}
-	st := &pr.state[h]
-	if st.Pressures[telemetry.SigErrors] >= 1 || st.Score > pr.pp.Sticky.MoveScore || pr.stayCostly(r, views, h) {
+	if h < 0 || math.IsInf(pr.scores[h], -1) || !pr.staysOn(r, views, h, true, false) {
 		return -1
 	}
 	return h
+}
+
+// staysOn reports whether r's session stays on its home h, a candidate
+// for r: h is not failing (errors at Norm.ErrorFull), its score is not
+// above MoveScore, and it costs no more than a re-prefill elsewhere
+// (stayCostly). The cost comparison reads pr.scores, -Inf for every
+// backend that is not a candidate; unless scored, staysOn marks them
+// there first (strict as for eligible), only when the comparison runs.
+func (pr *Pressure) staysOn(r *Request, views []View, h int, scored, strict bool) bool {
+	st := &pr.state[h]
+	if st.Pressures[telemetry.SigErrors] >= 1 || st.Score > pr.pp.Sticky.MoveScore {
+		return false
+	}
+	if !scored && pr.pp.Sticky.RePrefillTPS > 0 && r.Tokens > 0 && views[h].Signals != nil {
+		pr.scores = grow(pr.scores, len(views))
+		for i := range views {
+			pr.scores[i] = 0
+			if !eligible(r, &views[i], strict) {
+				pr.scores[i] = math.Inf(-1)
+			}
+		}
+	}
+	return !pr.stayCostly(r, views, h)
 }
 
 // stayCostly is the cost comparison of StickyParams.RePrefillTPS: whether

@@ -3,8 +3,6 @@ package policy
 import (
 	"math"
 	"time"
-
-	"github.com/stargate-llm/stargate/telemetry"
 )
 
 // DecayAware is implemented by policies that follow the decay of
@@ -77,6 +75,11 @@ type pressTree struct {
 	// Backends to rescore at the next pick.
 	dirty   []int32
 	isDirty []bool
+	// burstOnly marks the backends made dirty only by the burst detector
+	// coming on: untouched since last rescored, their rates have only
+	// decayed since, so a deadline they hold stays valid while their level
+	// does not move.
+	burstOnly []bool
 	// scored is each backend's view as last rescored, less what the score
 	// does not read (scoredPart): a touch that changes none of the rest
 	// (a backend hidden from one pick and shown again) rescores nothing.
@@ -126,6 +129,8 @@ func (pr *Pressure) Track(views []View) {
 	}
 	t.build(views, false)
 	pt.isDirty = resize(pt.isDirty, n)
+	pt.burstOnly = resize(pt.burstOnly, n)
+	clear(pt.burstOnly)
 	pt.scored = resize(pt.scored, n)
 	pt.dirty = pt.dirty[:0]
 	for i := range n {
@@ -211,11 +216,17 @@ func (pr *Pressure) refreshed(views []View) {
 // is rescored: a level held back by the projector's hysteresis may move
 // now. While it is on the rule changes nothing else: it moves levels to
 // more pressure only, and nothing but a touch (rescored) raises a score.
+// A backend rescored only for that, whose level stays, keeps its deadline:
+// computed from its rates when last rescored, and those have only decayed
+// since, it is no later than one computed now (nextChange).
 func (pr *Pressure) catchUp(now time.Duration, views []View, home int, burst bool) {
 	pt := pr.tree
 	if burst && !pt.burst {
 		for i := range views {
-			pt.mark(i)
+			if !pt.isDirty[i] {
+				pt.burstOnly[i] = true
+				pt.mark(i)
+			}
 		}
 	}
 	pt.burst = burst
@@ -227,10 +238,15 @@ func (pr *Pressure) catchUp(now time.Duration, views []View, home int, burst boo
 	for _, i := range pt.dirty {
 		pt.isDirty[i] = false
 		st := &pr.state[i]
+		was, burstOnly := st.Rank, pt.burstOnly[i]
+		pt.burstOnly[i] = false
 		pr.rates(now, views, int(i))
 		pr.refreshOne(&views[i], st, burst)
 		pt.scored[i] = scoredPart(&views[i])
 		pt.t.setWeight(views, int(i), float64(st.Weight))
+		if burstOnly && st.Rank == was && pt.hpos[i] >= 0 {
+			continue // its deadline stands
+		}
 		if at, ok := pr.nextChange(&views[i], st.Rank, now); ok {
 			pt.schedule(int(i), at)
 		} else {
@@ -273,10 +289,17 @@ func (pr *Pressure) nextChange(v *View, level int, now time.Duration) (time.Dura
 	if pr.keeps(v, level, -1) {
 		return 0, false // the rates' decay to zero keeps the level
 	}
+	// Past 64 half-lives of the slower rate both are below 2^-64 of what
+	// they were: if the level still holds there, rescore then. The bound
+	// stays far below the largest Duration, so hi never overflows.
+	bound := time.Duration(math.MaxInt64 / 4)
+	if h := max(pr.decay.errHalf, pr.decay.ovrHalf); h < bound/64 {
+		bound = max(64*h, time.Millisecond)
+	}
 	lo, hi := time.Duration(0), time.Millisecond
-	for k := 0; pr.keeps(v, level, hi); k++ {
-		if k == 60 { // past any half-life's reach: rescore then
-			return now + hi, true
+	for pr.keeps(v, level, hi) {
+		if hi >= bound {
+			return addClamped(now, hi), true
 		}
 		lo, hi = hi, 2*hi
 	}
@@ -288,7 +311,15 @@ func (pr *Pressure) nextChange(v *View, level int, now time.Duration) (time.Dura
 			hi = mid
 		}
 	}
-	return now + max(lo-time.Microsecond, 0), true
+	return addClamped(now, max(lo-time.Microsecond, 0)), true
+}
+
+// addClamped is now+d (d >= 0), at most the largest Duration.
+func addClamped(now, d time.Duration) time.Duration {
+	if d > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + d
 }
 
 // keeps reports whether v's level stays at level with its rates decayed
@@ -442,15 +473,7 @@ func (pr *Pressure) pickTree(now time.Duration, r *Request, views []View, burst 
 	var d Decision
 	switch {
 	case home < 0:
-		top, _ := t.top(r.Session)
-		if top >= 0 && views[top].Free() {
-			d = dispatch(top)
-			break
-		}
-		free, tf := t.bestFree(r.Session)
-		d = bandDecide(pr.p, now, r, views, top, free, func(limit int) int {
-			return t.countBefore(r.Session, tf, limit)
-		})
+		d = treeBand(pr.p, t, now, r, views)
 	case views[home].Free():
 		d = dispatch(home)
 	default: // the home ranks first, ahead of its place in the race
@@ -470,26 +493,10 @@ func (pr *Pressure) pickTree(now time.Duration, r *Request, views []View, burst 
 }
 
 // stays is home for the tree: whether the session stays on backend h (a
-// candidate for r, not failing, not above MoveScore, not costlier than a
-// re-prefill elsewhere).
+// candidate for r, then staysOn).
 func (pr *Pressure) stays(r *Request, views []View, h int, strict bool, t *rankTree) bool {
 	if !views[h].Eligible || (strict && t.excluded(int32(h))) {
 		return false
 	}
-	st := &pr.state[h]
-	if st.Pressures[telemetry.SigErrors] >= 1 || st.Score > pr.pp.Sticky.MoveScore {
-		return false
-	}
-	if pr.pp.Sticky.RePrefillTPS > 0 && r.Tokens > 0 && views[h].Signals != nil {
-		// The cost comparison looks at every candidate's TTFT.
-		pr.scores = grow(pr.scores, len(views))
-		for i := range views {
-			pr.scores[i] = 0
-			if !eligible(r, &views[i], strict) {
-				pr.scores[i] = math.Inf(-1)
-			}
-		}
-		return !pr.stayCostly(r, views, h)
-	}
-	return true
+	return pr.staysOn(r, views, h, false, strict)
 }

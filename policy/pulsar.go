@@ -194,12 +194,19 @@ func (pw *PulsarWaW) treeFor(views []View) *rankTree {
 // ranking, at a cost that does not grow with the fleet.
 func (pw *PulsarWaW) pickTree(t *rankTree, now time.Duration, r *Request, views []View) Decision {
 	t.exclusions(r)
+	return treeBand(pw.p, t, now, r, views)
+}
+
+// treeBand is pulsar-waw's band over t's ranking for r (t's exclusions
+// set for r): the top backend if it is free, else bandDecide between it
+// and the best free one.
+func treeBand(p Params, t *rankTree, now time.Duration, r *Request, views []View) Decision {
 	top, _ := t.top(r.Session)
 	if top >= 0 && views[top].Free() {
 		return dispatch(top)
 	}
 	free, tf := t.bestFree(r.Session)
-	return bandDecide(pw.p, now, r, views, top, free, func(limit int) int {
+	return bandDecide(p, now, r, views, top, free, func(limit int) int {
 		return t.countBefore(r.Session, tf, limit)
 	})
 }

@@ -80,8 +80,10 @@ func TestPressureTreeThroughRouter(t *testing.T) {
 	var now time.Duration
 	var id uint64
 	var outs [2][]Outcome
-	waits := 0
-	for step := range 20_000 {
+	homes := map[uint64]BackendID{} // where each session was last dispatched
+	var waited []uint64             // requests told to wait, some still waiting
+	waits, dispatches, stays, cancels := 0, 0, 0, 0
+	for step := range 4000 {
 		if rng.IntN(3) == 0 {
 			now += time.Duration(rng.IntN(400)) * time.Millisecond
 		}
@@ -109,24 +111,32 @@ func TestPressureTreeThroughRouter(t *testing.T) {
 				}
 			}
 			ids = append(ids, id)
-		case k < 50: // stats
-			seq[b]++
-			st := gateway.Stats{Backend: int(b), Seq: seq[b], Capacity: 4, Active: min(4, rng.IntN(8)), Waiting: rng.IntN(3), Received: []uint64{0}}
-			if rng.IntN(10) == 0 {
-				st.Capacity = 1 + rng.IntN(8)
-			}
-			if rng.IntN(2) == 0 {
-				st.Signals = &telemetry.Signals{TTFTP95: time.Duration(rng.IntN(5000)) * time.Millisecond, KVFill: rng.Float64(),
-					ErrorRate: float64(rng.IntN(3)) * 0.04, QueueDepth: rng.IntN(4), Running: rng.IntN(4)}
-			}
-			for j, r := range both {
-				st := st
-				pos, _ := r.position(b)
-				st.Received = []uint64{r.dispatched[pos]}
-				outs[j] = r.OnStats(now, &st, outs[j][:0])
+		case k < 50: // stats, from a few backends: their dispatches arrive, slots free up
+			for m := range 1 + rng.IntN(6) {
+				if m > 0 {
+					b = ids[rng.IntN(len(ids))]
+				}
+				seq[b]++
+				st := gateway.Stats{Backend: int(b), Seq: seq[b], Capacity: 4, Active: rng.IntN(5), Waiting: rng.IntN(2), Received: []uint64{0}}
+				if rng.IntN(10) == 0 {
+					st.Capacity = 1 + rng.IntN(8)
+				}
+				if rng.IntN(2) == 0 {
+					st.Signals = &telemetry.Signals{TTFTP95: time.Duration(rng.IntN(5000)) * time.Millisecond, KVFill: rng.Float64(),
+						ErrorRate: float64(rng.IntN(3)) * 0.04, QueueDepth: rng.IntN(4), Running: rng.IntN(4)}
+				}
+				for j, r := range both {
+					st := st
+					pos, _ := r.position(b)
+					st.Received = []uint64{r.dispatched[pos]}
+					outs[j] = r.OnStats(now, &st, outs[j][:0])
+				}
+				if !slices.Equal(outs[0], outs[1]) {
+					t.Fatalf("step %d at %v: stats of %d: tracked outcomes %+v, rescoring every backend %+v", step, now, b, outs[0], outs[1])
+				}
 			}
 		case k < 90: // results
-			res := Result{Kind: []ResultKind{Succeeded, Succeeded, Errored, Overloaded}[rng.IntN(4)]}
+			res := Result{Kind: []ResultKind{Succeeded, Succeeded, Succeeded, Succeeded, Succeeded, Errored, Overloaded}[rng.IntN(7)]}
 			for _, r := range both {
 				r.OnResult(now, b, res)
 			}
@@ -145,9 +155,14 @@ func TestPressureTreeThroughRouter(t *testing.T) {
 				outs[j] = r.OnTimer(now, outs[j][:0])
 			}
 		case k < 130:
-			c := uint64(rng.IntN(int(id) + 1))
-			for _, r := range both {
-				r.Cancel(c)
+			c := id - uint64(rng.IntN(int(min(id, 200))+1)) // mostly recent: some still waiting
+			if len(waited) > 0 && rng.IntN(2) == 0 {
+				c = waited[len(waited)-1-rng.IntN(min(len(waited), 3))]
+			}
+			if a, b := tracked.Cancel(c), flat.Cancel(c); a != b {
+				t.Fatalf("step %d: cancel of %d: tracked %v, rescoring every backend %v", step, c, a, b)
+			} else if a {
+				cancels++
 			}
 		default: // a request
 			id++
@@ -156,11 +171,19 @@ func TestPressureTreeThroughRouter(t *testing.T) {
 				q.Exclude = []BackendID{ids[rng.IntN(len(ids))], ids[rng.IntN(len(ids))]}
 			}
 			got, want := tracked.Route(now, id, q), flat.Route(now, id, q)
-			if got.Kind == policy.Wait {
-				waits++
-			}
 			if got != want {
 				t.Fatalf("step %d at %v: request %d (session %d): tracked %+v, rescoring every backend %+v", step, now, id, q.Session, got, want)
+			}
+			switch got.Kind {
+			case policy.Wait:
+				waits++
+				waited = append(waited, id)
+			case policy.Dispatch:
+				dispatches++
+				if h, ok := homes[q.Session]; ok && h == got.Backend {
+					stays++
+				}
+				homes[q.Session] = got.Backend
 			}
 			continue
 		}
@@ -168,8 +191,8 @@ func TestPressureTreeThroughRouter(t *testing.T) {
 			t.Fatalf("step %d at %v: tracked outcomes %+v, rescoring every backend %+v", step, now, outs[0], outs[1])
 		}
 	}
-	if waits < 500 || id < 5000 {
-		t.Fatalf("%d requests, %d waits: the stream places too little to test anything", id, waits)
+	if id < 800 || uint64(dispatches) < id/3 || stays < 100 || waits < 50 || cancels < 20 {
+		t.Fatalf("%d requests, %d dispatches (%d to the session's last backend), %d waits, %d cancelled: the stream places too little to test anything", id, dispatches, stays, waits, cancels)
 	}
-	t.Logf("%d requests, %d waits, %d backends at the end, %d added", id, waits, len(ids), added)
+	t.Logf("%d requests, %d dispatches (%d to the session's last backend), %d waits, %d cancelled, %d backends at the end, %d added", id, dispatches, stays, waits, cancels, len(ids), added)
 }
