@@ -301,6 +301,13 @@ func (pr *Pressure) Pick(now time.Duration, r *Request, views []View) Decision {
 		}
 		pr.scores[i] = -float64(pr.state[i].Weight) / math.Log(unit(mix(r.Session^v.Key)))
 	}
+	return pr.stickyBandPick(now, r, views)
+}
+
+// stickyBandPick picks by pr.scores (the session's ranking): the session's
+// home first while it stays there, then pulsar-waw's band; a dispatch
+// makes its backend the session's home.
+func (pr *Pressure) stickyBandPick(now time.Duration, r *Request, views []View) Decision {
 	if pr.sticky == nil {
 		return bandPick(pr.p, now, r, views, pr.scores)
 	}

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -24,33 +23,9 @@ func refTreePressure(ref *Pressure, now time.Duration, r *Request, views []View)
 		ref.burst.arrive(now)
 	}
 	ref.refresh(views, ref.burst.on(ref.now))
-	t := freshPressureTree(ref, views)
-	times := refTimes(t, r.Session)
-	strict := anyEligible(r, views)
-	var order []int
-	for i := range views {
-		if eligible(r, &views[i], strict) {
-			order = append(order, i)
-		}
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		if c := cmp.Compare(times[a], times[b]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
+	order, _ := treeOrder(freshPressureTree(ref, views), views, r)
 	ref.scores = rankScores(len(views), order)
-	if ref.sticky == nil {
-		return bandPick(ref.p, now, r, views, ref.scores)
-	}
-	if home := ref.home(now, r, views); home >= 0 {
-		ref.scores[home] = math.Inf(1)
-	}
-	d := bandPick(ref.p, now, r, views, ref.scores)
-	if d.Kind == Dispatch {
-		ref.sticky.put(now, r.Session, views[d.Backend].Key)
-	}
-	return d
+	return ref.stickyBandPick(now, r, views)
 }
 
 // freshPressureTree is a rank tree built afresh over pr's placement weights.

@@ -67,7 +67,13 @@ func refTimes(t *rankTree, session uint64) []float64 {
 func refOrder(views []View, useTPS bool, r *Request) ([]int, []float64) {
 	var t rankTree
 	t.build(views, useTPS)
-	times := refTimes(&t, r.Session)
+	return treeOrder(&t, views, r)
+}
+
+// treeOrder is the session's ranking, by t, of the backends eligible for
+// r: ascending time, ties to the lowest position; and every backend's time.
+func treeOrder(t *rankTree, views []View, r *Request) ([]int, []float64) {
+	times := refTimes(t, r.Session)
 	strict := anyEligible(r, views)
 	var order []int
 	for i := range views {
