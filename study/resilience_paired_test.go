@@ -155,3 +155,30 @@ func TestPairedReferenceIsPressure(t *testing.T) {
 		t.Errorf("paired lines %q", lines)
 	}
 }
+
+// TestPairedCriterion: pressure 0.1 s below pulsar-waw on every seed while
+// the seeds spread by a second passes the paired criterion and fails the
+// separate intervals'; 0.1 s above fails both.
+func TestPairedCriterion(t *testing.T) {
+	for _, tc := range []struct {
+		delta      float64
+		separate   string
+		pairedWant string
+	}{{-0.1, "fail", "pass"}, {+0.1, "fail", "fail"}} {
+		var runs []PhaseMetrics
+		for _, s := range []uint64{1, 2, 3, 4} {
+			base := float64(s % 3)
+			runs = append(runs,
+				PhaseMetrics{Phase: "thermal", Policy: "pressure", Seed: s, P95S: base + 0.5 + tc.delta + 0.001*float64(s), Turns: 100, SuccessPct: 100},
+				PhaseMetrics{Phase: "thermal", Policy: "pulsar-waw", Seed: s, P95S: base + 0.5, Turns: 100, SuccessPct: 100})
+		}
+		res := &ResilienceResults{Runs: runs}
+		got := map[string]string{}
+		for _, c := range res.criteria() {
+			got[c.What] = c.Result
+		}
+		if got["p95 TTFT below the best baseline's, beyond the intervals"] != tc.separate || got["p95 TTFT below the best baseline's, paired on the same seeds"] != tc.pairedWant {
+			t.Errorf("delta %+v: criteria %v, want separate %s and paired %s", tc.delta, got, tc.separate, tc.pairedWant)
+		}
+	}
+}

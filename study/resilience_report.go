@@ -190,7 +190,10 @@ type Criterion struct {
 // at least as good everywhere (pass: mean at least the best baseline's; tie:
 // below it but inside both intervals), and a lower p95 TTFT in the
 // capability, failover, thermal and telemetry-loss phases by more than the
-// intervals (pressure's upper end below the best baseline's lower end).
+// intervals (pressure's upper end below the best baseline's lower end),
+// and, where both ran at least two common seeds, by more than the paired
+// interval (the 95% interval of the mean per-seed difference wholly below
+// zero; Paired).
 //
 // Then the resilience targets, on pressure's means: leak rate at most 0.1% and
 // long-prompt success at least 99.9% (capability); reroute p99 at most
@@ -250,7 +253,7 @@ func (r *ResilienceResults) targets() []Criterion {
 
 // criteria compares pressure with the best baseline in one mode's runs.
 func (r *ResilienceResults) criteria() []Criterion {
-	cells := r.Cells()
+	cells, paired := r.Cells(), r.Paired()
 	var out []Criterion
 	for _, phase := range r.phases() {
 		var pr *PhaseCell
@@ -288,9 +291,28 @@ func (r *ResilienceResults) criteria() []Criterion {
 			}
 			out = append(out, Criterion{Phase: phase, What: "p95 TTFT below the best baseline's, beyond the intervals", Result: res,
 				Detail: fmt.Sprintf("pressure %s s vs %s %s s", pm(pr.P95, 3), bp.Policy, pm(bp.P95, 3))})
+			if d, ok := pairedP95(paired, phase, bp.Policy); ok {
+				res := "fail"
+				if d.Hi() < 0 {
+					res = "pass"
+				}
+				out = append(out, Criterion{Phase: phase, What: "p95 TTFT below the best baseline's, paired on the same seeds", Result: res,
+					Detail: fmt.Sprintf("pressure minus %s %s s over %d seeds", bp.Policy, signedPM(d, 3), d.N)})
+			}
 		}
 	}
 	return out
+}
+
+// pairedP95 is the paired difference of TTFT p95, pressure minus against,
+// in phase, when Paired has it (both ran at least two common seeds).
+func pairedP95(ds []PairedDiff, phase, against string) (Stat, bool) {
+	for _, d := range ds {
+		if d.Phase == phase && d.Policy == "pressure" && d.Against == against && d.Measure == "ttft_p95_s" {
+			return d.Diff, true
+		}
+	}
+	return Stat{}, false
 }
 
 // cmpF orders floats as < and > do: a NaN compares equal to everything

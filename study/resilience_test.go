@@ -58,8 +58,8 @@ func TestResilienceShort(t *testing.T) {
 	if !strings.Contains(js.String(), `"criteria"`) || !strings.Contains(html.String(), "<svg") || !strings.Contains(txt.String(), "capability") {
 		t.Error("report files are missing their parts")
 	}
-	if len(res.Criteria()) != 8 {
-		t.Errorf("criteria %+v, want 8 (success and p95 for two phases, two targets each)", res.Criteria())
+	if len(res.Criteria()) != 10 {
+		t.Errorf("criteria %+v, want 10 (success, p95 and paired p95 for two phases, two targets each)", res.Criteria())
 	}
 }
 
