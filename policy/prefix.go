@@ -511,36 +511,7 @@ func (b *prefixBest) offer(c prefixCand, isFree bool) {
 	if isFree && (b.free.pos < 0 || c.ranksBefore(b.free)) {
 		b.free = c
 	}
-	h := b.heap
-	switch {
-	case len(h) < b.k:
-		h = append(h, c)
-		for i := len(h) - 1; i > 0; { // up
-			p := (i - 1) / 2
-			if !h[p].ranksBefore(h[i]) {
-				break
-			}
-			h[i], h[p] = h[p], h[i]
-			i = p
-		}
-	case c.ranksBefore(h[0]):
-		h[0] = c
-		for i := 0; ; { // down
-			l, w := 2*i+1, i
-			if l < len(h) && h[w].ranksBefore(h[l]) {
-				w = l
-			}
-			if l+1 < len(h) && h[w].ranksBefore(h[l+1]) {
-				w = l + 1
-			}
-			if w == i {
-				break
-			}
-			h[i], h[w] = h[w], h[i]
-			i = w
-		}
-	}
-	b.heap = h
+	b.heap = keepBest(b.heap, b.k, c, prefixCand.ranksBefore)
 }
 
 // sorted is the kept holders, best first.

@@ -729,16 +729,8 @@ func (t *rankTree) band(session uint64, k int, out []int) []int {
 
 // push adds it to the heap.
 func (t *rankTree) push(it rankItem) {
-	h := append(t.heap, it)
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !h[i].before(h[p]) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-	t.heap = h
+	t.heap = append(t.heap, it)
+	heapUp(t.heap, len(t.heap)-1, rankItem.before)
 }
 
 // pop removes the heap's first item.
@@ -747,21 +739,7 @@ func (t *rankTree) pop() rankItem {
 	it := h[0]
 	last := len(h) - 1
 	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		l, m := 2*i+1, i
-		if l < len(h) && h[l].before(h[m]) {
-			m = l
-		}
-		if l+1 < len(h) && h[l+1].before(h[m]) {
-			m = l + 1
-		}
-		if m == i {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-	t.heap = h
+	t.heap = h[:last]
+	heapDown(t.heap, 0, rankItem.before)
 	return it
 }

@@ -98,34 +98,5 @@ func (pw *PulsarWaW) Watch(now time.Duration, r *Request, views []View, d Decisi
 // pushTop adds score s to the k highest scores held in top, a min-heap
 // (top[0] the lowest of them).
 func pushTop(top []float64, k int, s float64) []float64 {
-	if len(top) < k {
-		top = append(top, s)
-		for i := len(top) - 1; i > 0; {
-			p := (i - 1) / 2
-			if top[p] <= top[i] {
-				break
-			}
-			top[p], top[i] = top[i], top[p]
-			i = p
-		}
-		return top
-	}
-	if s <= top[0] {
-		return top
-	}
-	top[0] = s
-	for i := 0; ; {
-		l, m := 2*i+1, i
-		if l < len(top) && top[l] < top[m] {
-			m = l
-		}
-		if l+1 < len(top) && top[l+1] < top[m] {
-			m = l + 1
-		}
-		if m == i {
-			return top
-		}
-		top[i], top[m] = top[m], top[i]
-		i = m
-	}
+	return keepBest(top, k, s, func(a, b float64) bool { return a > b })
 }
