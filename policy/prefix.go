@@ -242,9 +242,9 @@ func (pp *Prefix) pick(now time.Duration, r *Request, views []View) Decision {
 	// backends rank by prefix first and by pulsar-waw's order among equal
 	// prefixes. As in PulsarWaW.Pick, the logarithm is computed only for
 	// the backends whose upper bound can beat the best so far.
-	pp.scores = grow(pp.scores, len(views))
-	pp.bounds = grow(pp.bounds, len(views))
-	pp.prefix = grow(pp.prefix, len(views))
+	pp.scores = resize(pp.scores, len(views))
+	pp.bounds = resize(pp.bounds, len(views))
+	pp.prefix = resize(pp.prefix, len(views))
 	top, free := -1, -1
 	topScore, freeScore := math.Inf(-1), math.Inf(-1)
 	for i := range views {

@@ -292,7 +292,7 @@ func (pr *Pressure) Pick(now time.Duration, r *Request, views []View) Decision {
 	}
 	pr.refresh(views, burst)
 	strict := anyEligible(r, views)
-	pr.scores = grow(pr.scores, len(views))
+	pr.scores = resize(pr.scores, len(views))
 	for i := range views {
 		v := &views[i]
 		if !eligible(r, v, strict) {
@@ -356,7 +356,7 @@ func (pr *Pressure) staysOn(r *Request, views []View, h int, scored, strict bool
 		return false
 	}
 	if !scored && pr.pp.Sticky.RePrefillTPS > 0 && r.Tokens > 0 && views[h].Signals != nil {
-		pr.scores = grow(pr.scores, len(views))
+		pr.scores = resize(pr.scores, len(views))
 		for i := range views {
 			pr.scores[i] = 0
 			if !eligible(r, &views[i], strict) {

@@ -97,8 +97,8 @@ func (pw *PulsarWaW) Pick(now time.Duration, r *Request, views []View) Decision 
 	}
 	strict := anyEligible(r, views)
 	measured := pw.useMeasured(views)
-	pw.scores = grow(pw.scores, len(views))
-	pw.bounds = grow(pw.bounds, len(views))
+	pw.scores = resize(pw.scores, len(views))
+	pw.bounds = resize(pw.bounds, len(views))
 	top, free := -1, -1
 	topScore, freeScore := math.Inf(-1), math.Inf(-1)
 	for i := range views {
@@ -217,14 +217,6 @@ func weightOf(v *View, measured bool) float64 {
 		return v.MaxInputTPS
 	}
 	return float64(v.Capacity)
-}
-
-// grow returns s resized to n, reusing its array when it is large enough.
-func grow(s []float64, n int) []float64 {
-	if cap(s) < n {
-		return make([]float64, n)
-	}
-	return s[:n]
 }
 
 // bandPick is the widening-band placement of pulsar-waw over given
