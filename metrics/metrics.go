@@ -55,10 +55,10 @@ type Collector struct {
 	records    []TurnRecord
 	unfinished []TurnRecord
 
-	// The window's figures, as Summary reports them.
-	turns, completed, good, failures, rejections int
-	unfinishedN                                  int
-	prompt, cached, host                         int64
+	// The window's figures, as Summary reports them (completed turns:
+	// len(ttfts); failures: turns less those).
+	turns, good, rejections, unfinishedN int
+	prompt, cached, host                 int64
 	// ttfts[i] is the TTFT in seconds of the i-th completed turn and
 	// backends[i] its backend (-1 if none, or at maxBackendIndex or past).
 	ttfts    []float64
@@ -119,10 +119,8 @@ func (c *Collector) Add(r TurnRecord) {
 	c.turns++
 	c.rejections += r.Rejections
 	if !r.Completed {
-		c.failures++
 		return
 	}
-	c.completed++
 	if r.Good(c.slo) {
 		c.good++
 	}
@@ -197,7 +195,7 @@ type Summary struct {
 // Summary computes the window's figures.
 func (c *Collector) Summary() Summary {
 	s := Summary{WindowS: (c.to - c.from).Seconds(), Started: c.started, Turns: c.turns, Unfinished: c.unfinishedN,
-		Completed: c.completed, Good: c.good, Failures: c.failures, Rejections: c.rejections}
+		Completed: len(c.ttfts), Good: c.good, Failures: c.turns - len(c.ttfts), Rejections: c.rejections}
 	if s.WindowS > 0 {
 		s.OfferedRPS = float64(s.Started) / s.WindowS
 		s.GoodputRPS = float64(s.Good) / s.WindowS
