@@ -75,20 +75,19 @@ func (q *eventQueue) head() order { return q.heap[0].order }
 func (q *eventQueue) pop() event {
 	top := q.heap[0].i
 	last := len(q.heap) - 1
-	siftDown(q.heap[:last], q.heap[last], nil)
+	siftDown(q.heap[:last], 0, q.heap[last], nil)
 	q.heap = q.heap[:last]
 	q.free = append(q.free, top)
 	return q.slab[top]
 }
 
-// siftDown puts s at the root of heap h (whose root is free) and moves it
-// down to its place; pos, if not nil, follows each slot's index (by its i).
-func siftDown(h []slot, s slot, pos []int32) {
+// siftDown puts s at position i of heap h (free there) and moves it down
+// to its place; pos, if not nil, follows each slot's index (by its i).
+func siftDown(h []slot, i int, s slot, pos []int32) {
 	n := len(h)
 	if n == 0 {
 		return
 	}
-	i := 0
 	for {
 		c := 4*i + 1
 		if c >= n {

@@ -80,25 +80,5 @@ func (t *timerSet) place(i int, s slot) {
 		t.pos[h[i].i] = int32(i)
 		i = p
 	}
-	n := len(h)
-	for { // down
-		c := 4*i + 1
-		if c >= n {
-			break
-		}
-		m := c
-		for k := c + 1; k < c+4 && k < n; k++ {
-			if h[k].before(h[m].order) {
-				m = k
-			}
-		}
-		if !h[m].before(s.order) {
-			break
-		}
-		h[i] = h[m]
-		t.pos[h[i].i] = int32(i)
-		i = m
-	}
-	h[i] = s
-	t.pos[s.i] = int32(i)
+	siftDown(h, i, s, t.pos)
 }
