@@ -117,6 +117,15 @@ type Projector struct {
 	Hysteresis int `yaml:"hysteresis" json:"hysteresis"`
 }
 
+// MaxCacheTokens bounds an engine's KV cache size, in tokens (GPU and host
+// tier together), wherever it is read: from the engine's metrics by the
+// gateway (scrape.Engine.CacheTokens) and from a gateway's stats by a
+// router (wire.Stats.CacheTokens): 2^31-1, beyond any one engine's cache.
+// The prefix policy's index takes memory only as blocks are inserted,
+// never up front by capacity, so the bound limits how much a lying gateway
+// makes a router's index retain, not what it allocates.
+const MaxCacheTokens = 1<<31 - 1
+
 // DefaultProjector gives weights 1-100 that move in steps of at least 10.
 func DefaultProjector() Projector { return Projector{Max: 100, Min: 1, Hysteresis: 10} }
 

@@ -375,7 +375,7 @@ func (s *Server) noteCacheTokens(found []engineScrape) {
 // cacheTokens is the gateway's cache size for its stats: the sum over its
 // engine URLs, each a separate engine whose labels already count all of
 // its GPUs (one engine shared by several workers is counted once), capped
-// at wire.MaxCacheTokens; 0 if any engine's size is unknown, as a part
+// at telemetry.MaxCacheTokens; 0 if any engine's size is unknown, as a part
 // would understate the whole. Called with mu held.
 func (s *Server) cacheTokens() int {
 	total := 0

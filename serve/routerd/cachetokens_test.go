@@ -12,11 +12,12 @@ import (
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/serve/auth"
 	"github.com/stargate-llm/stargate/serve/wire"
+	"github.com/stargate-llm/stargate/telemetry"
 )
 
 // TestStatsCacheTokens: a gateway's cache_tokens reaches the placement
 // core's view of its backend, at registration and as later stats change
-// it; a lying, huge claim is clamped to wire.MaxCacheTokens, and the field
+// it; a lying, huge claim is clamped to telemetry.MaxCacheTokens, and the field
 // is under the message's signature.
 func TestStatsCacheTokens(t *testing.T) {
 	gw := auth.Key{ID: "gw-key", Role: auth.RoleGateway, Secret: []byte("gateway-secret-0123456789")}
@@ -73,7 +74,7 @@ func TestStatsCacheTokens(t *testing.T) {
 	}{
 		{"registration", 24_000_000, 24_000_000},
 		{"a later size", 30_000_000, 30_000_000},
-		{"a lie beyond the bound", 1 << 50, wire.MaxCacheTokens},
+		{"a lie beyond the bound", 1 << 50, telemetry.MaxCacheTokens},
 		{"negative", -5, 0},
 		{"unknown again", 0, 0},
 	}

@@ -43,7 +43,7 @@ type Stats struct {
 	// cached, GPU KV and host tier together, as their
 	// vllm:cache_config_info says (see scrape.Engine.CacheTokens), summed
 	// over the engines; 0 or absent: unknown. A router takes at most
-	// MaxCacheTokens of it. Like every field, it is covered by the
+	// telemetry.MaxCacheTokens of it. Like every field, it is covered by the
 	// message's signature, which is over the whole body.
 	CacheTokens int `json:"cache_tokens,omitempty"`
 	// Admission state, from the gateway core.
@@ -70,14 +70,9 @@ type Stats struct {
 	HardwareError string             `json:"hardware_error,omitempty"`
 }
 
-// MaxCacheTokens is the most Stats.CacheTokens a router believes: 2^31-1
-// tokens. The prefix policy's index takes memory only as blocks are
-// inserted, never up front by capacity, so the bound limits how much a
-// lying gateway makes the index retain, not what it allocates.
-const MaxCacheTokens = 1<<31 - 1
-
-// ClampCacheTokens is n bounded to 0..MaxCacheTokens.
-func ClampCacheTokens(n int) int { return min(max(n, 0), MaxCacheTokens) }
+// ClampCacheTokens is n bounded to 0..telemetry.MaxCacheTokens, the most
+// Stats.CacheTokens a router believes.
+func ClampCacheTokens(n int) int { return min(max(n, 0), telemetry.MaxCacheTokens) }
 
 // EngineMetrics are vLLM's load metrics as last scraped.
 type EngineMetrics struct {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/stargate-llm/stargate/telemetry"
 )
 
 // TestRecordedVLLMPage parses the /metrics page vLLM's own documentation
@@ -70,8 +72,8 @@ func TestCacheTokens(t *testing.T) {
 		{"fractional", []string{`block_size="16.5",num_gpu_blocks="1000"`}, 0},
 		{"one core unknown", []string{`engine="0",block_size="16",num_gpu_blocks="1000"`, `engine="1",block_size="16"`}, 0},
 		{"beyond int64", []string{`block_size="16",num_gpu_blocks="99999999999999999999"`}, 0},
-		{"huge product capped", []string{`block_size="2147483647",num_gpu_blocks="2147483647",num_cpu_blocks="2147483647"`}, MaxCacheTokens},
-		{"huge sum capped", []string{`engine="0",block_size="16",num_gpu_blocks="100000000"`, `engine="1",block_size="16",num_gpu_blocks="100000000"`}, MaxCacheTokens},
+		{"huge product capped", []string{`block_size="2147483647",num_gpu_blocks="2147483647",num_cpu_blocks="2147483647"`}, telemetry.MaxCacheTokens},
+		{"huge sum capped", []string{`engine="0",block_size="16",num_gpu_blocks="100000000"`, `engine="1",block_size="16",num_gpu_blocks="100000000"`}, telemetry.MaxCacheTokens},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -191,13 +191,9 @@ type Engine struct {
 	// GPU and host tier together: (num_gpu_blocks + num_cpu_blocks) x
 	// block_size from the labels of vllm:cache_config_info, summed over its
 	// series (one per engine core of a data-parallel vLLM) and capped at
-	// MaxCacheTokens; zero when the labels are missing or malformed.
+	// telemetry.MaxCacheTokens; zero when the labels are missing or malformed.
 	CacheTokens int
 }
-
-// MaxCacheTokens caps Engine.CacheTokens: 2^31-1 tokens, beyond any one
-// engine's cache.
-const MaxCacheTokens = 1<<31 - 1
 
 // engineNames are the metric names of one engine kind.
 type engineNames struct {
@@ -268,7 +264,7 @@ func infoLabel(fams map[string]*dto.MetricFamily, name, label string) int {
 
 // cacheTokens reads the cache size from the block labels of an info gauge:
 // per series (num_gpu_blocks + num_cpu_blocks) x block_size, summed and
-// capped at MaxCacheTokens. A series without a positive block_size and
+// capped at telemetry.MaxCacheTokens. A series without a positive block_size and
 // num_gpu_blocks counts as unknown and makes the whole answer 0; a missing
 // or unparsable num_cpu_blocks (vLLM writes "None" without a host tier)
 // counts as no host tier.
@@ -284,21 +280,21 @@ func cacheTokens(fams map[string]*dto.MetricFamily, name string) int {
 			return 0
 		}
 		blocks := gpu + max(cpu, 0)
-		if blocks > MaxCacheTokens/block { // checked before multiplying: no overflow
-			return MaxCacheTokens
+		if blocks > telemetry.MaxCacheTokens/block { // checked before multiplying: no overflow
+			return telemetry.MaxCacheTokens
 		}
-		total = min(total+blocks*block, MaxCacheTokens)
+		total = min(total+blocks*block, telemetry.MaxCacheTokens)
 	}
 	return int(total)
 }
 
-// labelCount is a label's value as a count in 0..MaxCacheTokens; -1 if
+// labelCount is a label's value as a count in 0..telemetry.MaxCacheTokens; -1 if
 // the label is absent or not such a count.
 func labelCount(m *dto.Metric, label string) int64 {
 	for _, l := range m.Label {
 		if l.GetName() == label {
 			n, err := strconv.ParseInt(l.GetValue(), 10, 64)
-			if err != nil || n < 0 || n > MaxCacheTokens {
+			if err != nil || n < 0 || n > telemetry.MaxCacheTokens {
 				return -1
 			}
 			return n

@@ -151,8 +151,8 @@ func FuzzParseEngine(f *testing.F) {
 		if e.StartTime < 0 || math.IsInf(e.StartTime, 0) || math.IsNaN(e.StartTime) || e.MaxSeqs < 0 || e.MaxSeqs > 1<<20 {
 			t.Errorf("start time or max seqs out of range: %+v", e)
 		}
-		if e.CacheTokens < 0 || e.CacheTokens > MaxCacheTokens {
-			t.Errorf("cache tokens %d outside 0..%d", e.CacheTokens, MaxCacheTokens)
+		if e.CacheTokens < 0 || e.CacheTokens > telemetry.MaxCacheTokens {
+			t.Errorf("cache tokens %d outside 0..%d", e.CacheTokens, telemetry.MaxCacheTokens)
 		}
 		if e.Running < 0 || e.Waiting < 0 || e.KVFill < 0 || e.KVFill > 1 {
 			t.Errorf("out of range: %+v", e)
