@@ -66,15 +66,12 @@ const (
 // totals, so the same views give the same tree whatever their history.
 type rankTree struct {
 	n      int
-	levels int // the buckets' level; the root is level 0
 	useTPS bool
-	// Per node, level by level (level l starts at off[l] and holds
-	// rankFan^l nodes; node p's children are p*rankFan...).
-	off  []int
+	// Per node, level by level (the layout of rankOff; node p's children
+	// are p*rankFan...).
 	wsum []float64 // weight of the eligible members
 	elig []int32   // eligible members
 	free []int32   // eligible members with a free slot
-	nkey []uint64  // the node's rendezvous key
 	// Buckets: the positions of bucket k are mem[start[k]:start[k+1]],
 	// in increasing order.
 	start []int32
@@ -150,33 +147,41 @@ const rankLevels = 6
 // nodeKey is the rendezvous key of the node at level l with key prefix p.
 func nodeKey(l int, p uint64) uint64 { return mix(uint64(l)<<58 ^ p ^ 0x7a3c_5e1d_b6f0_4a29) }
 
+// The nodes of every rank tree, the same whatever the fleet (the depth is
+// fixed): level l (the root 0, the buckets rankLevels) starts at node
+// rankOff[l] and holds rankFan^l nodes, rankNodes in all; rankNodeKey[i]
+// is node i's rendezvous key.
+var rankOff, rankNodes, rankNodeKey = rankLayout()
+
+func rankLayout() (off [rankLevels + 1]int, total int, keys []uint64) {
+	nodes := 1
+	for l := 0; l <= rankLevels; l++ {
+		off[l] = total
+		total += nodes
+		nodes *= rankFan
+	}
+	keys = make([]uint64, total)
+	for l := 0; l <= rankLevels; l++ {
+		end := total
+		if l < rankLevels {
+			end = off[l+1]
+		}
+		for i := off[l]; i < end; i++ {
+			keys[i] = nodeKey(l, uint64(i-off[l]))
+		}
+	}
+	return off, total, keys
+}
+
 // build (re)makes t over views, reusing its arrays; useTPS: the weights are
 // measured input TPS once every eligible backend has one.
 func (t *rankTree) build(views []View, useTPS bool) {
 	n := len(views)
 	t.n, t.useTPS = n, useTPS
-	t.levels = rankLevels
-	t.off = t.off[:0]
-	total, nodes := 0, 1
-	for l := 0; l <= t.levels; l++ {
-		t.off = append(t.off, total)
-		total += nodes
-		nodes *= rankFan
-	}
-	buckets := nodes / rankFan
-	t.wsum = resize(t.wsum, total)
-	t.elig = resize(t.elig, total)
-	t.free = resize(t.free, total)
-	t.nkey = resize(t.nkey, total)
-	for l := 0; l <= t.levels; l++ {
-		end := total
-		if l < t.levels {
-			end = t.off[l+1]
-		}
-		for i := t.off[l]; i < end; i++ {
-			t.nkey[i] = nodeKey(l, uint64(i-t.off[l]))
-		}
-	}
+	buckets := rankNodes - rankOff[rankLevels]
+	t.wsum = resize(t.wsum, rankNodes)
+	t.elig = resize(t.elig, rankNodes)
+	t.free = resize(t.free, rankNodes)
 	t.start = resize(t.start, buckets+1)
 	clear(t.start)
 	t.mem = resize(t.mem, n)
@@ -189,7 +194,7 @@ func (t *rankTree) build(views []View, useTPS bool) {
 	t.out = resize(t.out, n)
 	t.capa = resize(t.capa, n)
 	t.sumOut, t.sumCap = 0, 0
-	shift := 64 - rankBits*t.levels
+	shift := 64 - rankBits*rankLevels
 	t.unmeasured = 0
 	for i := range views {
 		v := &views[i]
@@ -251,12 +256,12 @@ func (t *rankTree) setWeight(views []View, i int, w float64) {
 
 // sumAll recomputes every node's sums from the backends.
 func (t *rankTree) sumAll() {
-	bl := t.off[t.levels]
+	bl := rankOff[rankLevels]
 	for k := range len(t.start) - 1 {
 		t.sumBucket(bl + k)
 	}
-	for l := t.levels - 1; l >= 0; l-- {
-		for i := t.off[l]; i < t.off[l+1]; i++ {
+	for l := rankLevels - 1; l >= 0; l-- {
+		for i := rankOff[l]; i < rankOff[l+1]; i++ {
 			t.sumNode(l, i)
 		}
 	}
@@ -264,7 +269,7 @@ func (t *rankTree) sumAll() {
 
 // sumBucket recomputes bucket node i's sums from its members.
 func (t *rankTree) sumBucket(i int) {
-	k := i - t.off[t.levels]
+	k := i - rankOff[rankLevels]
 	var w float64
 	var e, f int32
 	for _, m := range t.mem[t.start[k]:t.start[k+1]] {
@@ -282,7 +287,7 @@ func (t *rankTree) sumBucket(i int) {
 // sumNode recomputes node i (of level l, above the buckets) from its
 // children.
 func (t *rankTree) sumNode(l, i int) {
-	c := t.off[l+1] + (i-t.off[l])*rankFan
+	c := rankOff[l+1] + (i-rankOff[l])*rankFan
 	var w float64
 	var e, f int32
 	for j := c; j < c+rankFan; j++ {
@@ -334,10 +339,10 @@ func (t *rankTree) touched(views []View, i int) {
 
 // resum recomputes the sums of backend i's ancestors.
 func (t *rankTree) resum(i int) {
-	node := t.off[t.levels] + int(t.bucket[i])
+	node := rankOff[rankLevels] + int(t.bucket[i])
 	t.sumBucket(node)
-	for l := t.levels - 1; l >= 0; l-- {
-		node = t.off[l] + (node-t.off[l+1])/rankFan
+	for l := rankLevels - 1; l >= 0; l-- {
+		node = rankOff[l] + (node-rankOff[l+1])/rankFan
 		t.sumNode(l, node)
 	}
 }
@@ -358,14 +363,14 @@ func (t *rankTree) setLoad(i int, v *View) {
 // rendezvous by. i must be eligible.
 func (t *rankTree) timeOf(session uint64, i int) float64 {
 	var T float64
-	shift := 64 - rankBits*t.levels
+	shift := 64 - rankBits*rankLevels
 	node := 0
-	for l := 0; l <= t.levels; l++ {
+	for l := 0; l <= rankLevels; l++ {
 		var want int32
-		if l == t.levels {
+		if l == rankLevels {
 			want = int32(i)
 		} else {
-			want = int32(t.off[l+1] + int(t.key[i]>>shift>>(rankBits*(t.levels-l-1))))
+			want = int32(rankOff[l+1] + int(t.key[i]>>shift>>(rankBits*(rankLevels-l-1))))
 		}
 		out, _ := t.children(session, l, node, T, false)
 		for _, c := range out {
@@ -433,7 +438,7 @@ func (t *rankTree) childKey(c int32, leaf bool) (uint64, float64) {
 	if leaf {
 		return t.key[c], t.w[c]
 	}
-	return t.nkey[c], t.wsum[c]
+	return rankNodeKey[c], t.wsum[c]
 }
 
 // exactTime is item c's time (see rankTree), computing its logarithm if
@@ -455,14 +460,14 @@ func (t *rankTree) exactTime(session uint64, c rankItem) float64 {
 func (t *rankTree) children(session uint64, l, i int, T float64, freeOnly bool) ([]rankItem, int) {
 	out := t.buf[:0]
 	lo, win, winFree := math.Inf(1), int32(-1), false
-	leaf := l == t.levels
+	leaf := l == rankLevels
 	var ids []int32
 	if leaf {
-		k := i - t.off[l]
+		k := i - rankOff[l]
 		ids = t.mem[t.start[k]:t.start[k+1]]
 	} else {
 		ids = t.kids[:rankFan]
-		c := int32(t.off[l+1] + (i-t.off[l])*rankFan)
+		c := int32(rankOff[l+1] + (i-rankOff[l])*rankFan)
 		for j := range ids {
 			ids[j] = c + int32(j)
 		}
@@ -474,7 +479,7 @@ func (t *rankTree) children(session uint64, l, i int, T float64, freeOnly bool) 
 		if leaf {
 			key, w, hasFree = t.key[id], t.w[id], t.isFree[id]
 		} else {
-			key, w, hasFree = t.nkey[id], t.wsum[id], t.free[id] > 0
+			key, w, hasFree = rankNodeKey[id], t.wsum[id], t.free[id] > 0
 		}
 		if w == 0 {
 			continue
@@ -509,8 +514,8 @@ func (t *rankTree) children(session uint64, l, i int, T float64, freeOnly bool) 
 
 // levelOf is the level of node i.
 func (t *rankTree) levelOf(i int) int {
-	l := t.levels
-	for i < t.off[l] {
+	l := rankLevels
+	for i < rankOff[l] {
 		l--
 	}
 	return l
@@ -521,8 +526,8 @@ func (t *rankTree) levelOf(i int) int {
 // children whose bound can beat the best so far; -1 if none is eligible.
 func (t *rankTree) winner(session uint64, l, i int) int32 {
 	lo, win := math.Inf(1), int32(-1)
-	if l == t.levels {
-		k := i - t.off[l]
+	if l == rankLevels {
+		k := i - rankOff[l]
 		for _, m := range t.mem[t.start[k]:t.start[k+1]] {
 			w := t.w[m]
 			if w == 0 || hashLow(session, t.key[m], w) > lo {
@@ -534,16 +539,16 @@ func (t *rankTree) winner(session uint64, l, i int) int32 {
 		}
 		return win
 	}
-	c := t.off[l+1] + (i-t.off[l])*rankFan
+	c := rankOff[l+1] + (i-rankOff[l])*rankFan
 	for j := int32(c); j < int32(c+rankFan); j++ {
 		if t.elig[j] == 0 {
 			continue
 		}
 		w := t.wsum[j]
-		if hashLow(session, t.nkey[j], w) > lo {
+		if hashLow(session, rankNodeKey[j], w) > lo {
 			continue
 		}
-		if x := hashTime(session, t.nkey[j], w); x < lo || (x == lo && j < win) {
+		if x := hashTime(session, rankNodeKey[j], w); x < lo || (x == lo && j < win) {
 			lo, win = x, j
 		}
 	}
@@ -558,10 +563,10 @@ func (t *rankTree) top(session uint64) (int, float64) {
 		return -1, 0
 	}
 	i := 0
-	for l := 0; l < t.levels; l++ {
+	for l := 0; l < rankLevels; l++ {
 		i = int(t.winner(session, l, i))
 	}
-	if b := t.winner(session, t.levels, i); !t.excluded(b) {
+	if b := t.winner(session, rankLevels, i); !t.excluded(b) {
 		return int(b), 0
 	}
 	t.restart()
@@ -703,7 +708,7 @@ func (t *rankTree) holdsExcluded(l, i int) bool {
 	}
 	shift := 64 - rankBits*l
 	for _, x := range t.ex {
-		if int(t.key[x]>>shift) == i-t.off[l] {
+		if int(t.key[x]>>shift) == i-rankOff[l] {
 			return true
 		}
 	}

@@ -28,18 +28,18 @@ func refTimes(t *rankTree, session uint64) []float64 {
 			x  float64
 		}
 		var kids []child
-		if l == t.levels {
-			k := i - t.off[l]
+		if l == rankLevels {
+			k := i - rankOff[l]
 			for _, m := range t.mem[t.start[k]:t.start[k+1]] {
 				if t.isElig[m] {
 					kids = append(kids, child{int(m), hashTime(session, t.key[m], t.w[m])})
 				}
 			}
 		} else {
-			c := t.off[l+1] + (i-t.off[l])*rankFan
+			c := rankOff[l+1] + (i-rankOff[l])*rankFan
 			for j := c; j < c+rankFan; j++ {
 				if t.elig[j] > 0 {
-					kids = append(kids, child{j, hashTime(session, t.nkey[j], t.wsum[j])})
+					kids = append(kids, child{j, hashTime(session, rankNodeKey[j], t.wsum[j])})
 				}
 			}
 		}
@@ -48,7 +48,7 @@ func refTimes(t *rankTree, session uint64) []float64 {
 			lo = min(lo, k.x)
 		}
 		for _, k := range kids {
-			if l == t.levels {
+			if l == rankLevels {
 				times[k.id] = T + (k.x - lo)
 			} else {
 				walk(l+1, k.id, T+(k.x-lo))
@@ -340,8 +340,8 @@ func TestRankTreeShares(t *testing.T) {
 // pathOf is the nodes from the root to backend i's bucket.
 func pathOf(t *rankTree, i int) []int {
 	path := []int{0}
-	for l := 1; l <= t.levels; l++ {
-		path = append(path, t.off[l]+int(t.key[i]>>(64-rankBits*l)))
+	for l := 1; l <= rankLevels; l++ {
+		path = append(path, rankOff[l]+int(t.key[i]>>(64-rankBits*l)))
 	}
 	return path
 }
@@ -403,8 +403,8 @@ func TestRankTreeDisruption(t *testing.T) {
 		}
 		share := float64(moved) / sessions
 		t.Logf("%s: %.4f of sessions moved, least possible %.4f", change, share, least)
-		if share > float64(tr.levels+1)*least*1.5 || share < least/2 {
-			t.Errorf("%s: %.4f of sessions moved; the least possible is %.4f, want within [1/2, %d] times it", change, share, least, int(float64(tr.levels+1)*1.5))
+		if share > float64(rankLevels+1)*least*1.5 || share < least/2 {
+			t.Errorf("%s: %.4f of sessions moved; the least possible is %.4f, want within [1/2, %d] times it", change, share, least, (rankLevels+1)*3/2)
 		}
 	}
 }
