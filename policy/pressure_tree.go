@@ -260,16 +260,13 @@ func (pr *Pressure) catchUp(now time.Duration, views []View, home int, burst boo
 	// The home's level cannot have moved (it was not due), but its score
 	// has, and decides whether the session stays.
 	st := &pr.state[home]
-	cur := *st
+	was := st.Rank
 	pr.rates(now, views, home)
-	pr.refreshOne(&views[home], &cur, burst)
-	if cur.Rank != st.Rank { // cannot happen while the deadlines hold; stay exact if it does
-		*st = cur
+	pr.refreshOne(&views[home], st, burst)
+	if st.Rank != was { // cannot happen while the deadlines hold; stay exact if it does
 		pt.t.setWeight(views, home, float64(st.Weight))
 		pt.mark(home)
-		return
 	}
-	*st = cur
 }
 
 // nextChange is the earliest time, from now, at which the decay of v's
