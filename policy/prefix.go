@@ -98,8 +98,10 @@ type Prefix struct {
 	// picks; cand their scratch.
 	pos  []int32
 	cand []prefixCand
-	// level counts the holders by blocks held, for pickDense.
+	// level counts the holders by blocks held, and held is what each
+	// position holds that counts, for pickDense.
 	level []int
+	held  []int32
 }
 
 // prefixCand is a backend holding a prefix that counts, for a pick over the
@@ -398,8 +400,10 @@ func (pp *Prefix) pickDense(t *rankTree, r *Request, views []View, sel *prefixBe
 	clear(pp.level)
 	var topFree int32
 	n, nFree := 0, 0
+	pp.held = resize(pp.held, len(pp.ids))
 	for i := range pp.ids {
 		m := held(i)
+		pp.held[i] = m
 		if m == 0 {
 			continue
 		}
@@ -432,7 +436,7 @@ func (pp *Prefix) pickDense(t *rankTree, r *Request, views []View, sel *prefixBe
 	}
 	sel.n = n
 	for i := range pp.ids {
-		if m := held(i); m > edge {
+		if m := pp.held[i]; m > edge {
 			sel.heap = append(sel.heap, prefixCand{pos: i, m: m, t: t.timeOf(r.Session, i)})
 		}
 	}
@@ -442,7 +446,7 @@ func (pp *Prefix) pickDense(t *rankTree, r *Request, views []View, sel *prefixBe
 		if b < 0 {
 			break
 		}
-		if held(b) == edge {
+		if pp.held[b] == edge {
 			sel.heap = append(sel.heap, prefixCand{pos: b, m: edge, t: tb})
 		}
 	}
@@ -461,14 +465,14 @@ func (pp *Prefix) pickDense(t *rankTree, r *Request, views []View, sel *prefixBe
 			if b < 0 {
 				break
 			}
-			if held(b) == topFree {
+			if pp.held[b] == topFree {
 				sel.free = prefixCand{pos: b, m: topFree, t: tb}
 				break
 			}
 		}
 	default:
 		for i := range pp.ids {
-			if held(i) == topFree && views[i].Free() {
+			if pp.held[i] == topFree && views[i].Free() {
 				c := prefixCand{pos: i, m: topFree, t: t.timeOf(r.Session, i)}
 				if sel.free.pos < 0 || c.ranksBefore(sel.free) {
 					sel.free = c
