@@ -137,12 +137,11 @@ type Pressure struct {
 	// Above rankFlatMax backends the ranking is a rank tree over the
 	// placement weights (pressure_tree.go): tree, kept current by the
 	// router (Tracker), or scratch, built for one pick of views it was not
-	// told of. flat and treeFrom are as in PulsarWaW.
-	tree     *pressTree
-	scratch  *rankTree
-	flat     bool
-	treeFrom int
-	decay    decay
+	// told of.
+	tree    *pressTree
+	scratch *rankTree
+	rankSwitch
+	decay decay
 }
 
 var (

@@ -95,14 +95,6 @@ type pressTree struct {
 	burst bool
 }
 
-// ranksByTree reports whether n backends are ranked by the rank tree.
-func (pr *Pressure) ranksByTree(n int) bool {
-	if pr.treeFrom > 0 {
-		return n >= pr.treeFrom
-	}
-	return !pr.flat && n > rankFlatMax
-}
-
 // Track implements Tracker: above rankFlatMax backends, the rank tree over
 // the placement weights as they stand; every backend is rescored at the
 // next pick.

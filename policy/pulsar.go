@@ -17,11 +17,7 @@ type PulsarWaW struct {
 	// current by the router (Tracker), or scratch, built for one pick of
 	// views it was not told of.
 	tree, scratch *rankTree
-	// flat ranks every fleet flat; treeFrom, if set, ranks fleets of
-	// treeFrom backends or more by the tree (tests and benchmarks compare
-	// the two at any size).
-	flat     bool
-	treeFrom int
+	rankSwitch
 }
 
 var _ Policy = (*PulsarWaW)(nil)
@@ -165,12 +161,21 @@ func (pw *PulsarWaW) Touched(views []View, i int) {
 
 var _ Tracker = (*PulsarWaW)(nil)
 
+// rankSwitch chooses between ranking flat and by the rank tree: by the
+// tree above rankFlatMax backends, unless flat (every fleet flat) or
+// treeFrom is set (fleets of treeFrom backends or more by the tree; tests
+// and benchmarks compare the two at any size).
+type rankSwitch struct {
+	flat     bool
+	treeFrom int
+}
+
 // ranksByTree reports whether n backends are ranked by the rank tree.
-func (pw *PulsarWaW) ranksByTree(n int) bool {
-	if pw.treeFrom > 0 {
-		return n >= pw.treeFrom
+func (s rankSwitch) ranksByTree(n int) bool {
+	if s.treeFrom > 0 {
+		return n >= s.treeFrom
 	}
-	return !pw.flat && n > rankFlatMax
+	return !s.flat && n > rankFlatMax
 }
 
 // treeFor is the rank tree for a pick over views, nil to rank them flat:
