@@ -330,17 +330,21 @@ func (pr *Pressure) home(now time.Duration, r *Request, views []View) int {
 	if !ok {
 		return -1
 	}
-	h := -1
-	for i := range views {
-		if views[i].Key == key {
-			h = i
-			break
-		}
-	}
+	h := viewOf(views, key)
 	if h < 0 || math.IsInf(pr.scores[h], -1) || !pr.staysOn(r, views, h, true, false) {
 		return -1
 	}
 	return h
+}
+
+// viewOf is the first position of views with key, -1 if none.
+func viewOf(views []View, key uint64) int {
+	for i := range views {
+		if views[i].Key == key {
+			return i
+		}
+	}
+	return -1
 }
 
 // staysOn reports whether r's session stays on its home h, a candidate

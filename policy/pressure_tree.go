@@ -447,12 +447,7 @@ func (pr *Pressure) pickTree(now time.Duration, r *Request, views []View, burst 
 		}
 		t.build(views, false)
 		if hasHome {
-			for i := range views {
-				if views[i].Key == key {
-					home = i
-					break
-				}
-			}
+			home = viewOf(views, key)
 		}
 	}
 	strict := t.exclusions(r)
