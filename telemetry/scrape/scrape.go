@@ -251,15 +251,23 @@ func infoLabel(fams map[string]*dto.MetricFamily, name, label string) int {
 		return 0
 	}
 	for _, m := range f.Metric {
-		for _, l := range m.Label {
-			if l.GetName() == label {
-				if n, err := strconv.Atoi(l.GetValue()); err == nil && n > 0 && n <= 1<<20 {
-					return n
-				}
+		if v, ok := labelValue(m, label); ok {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 1<<20 {
+				return n
 			}
 		}
 	}
 	return 0
+}
+
+// labelValue is the value of m's label name, and whether m has it.
+func labelValue(m *dto.Metric, name string) (string, bool) {
+	for _, l := range m.Label {
+		if l.GetName() == name {
+			return l.GetValue(), true
+		}
+	}
+	return "", false
 }
 
 // cacheTokens reads the cache size from the block labels of an info gauge:
@@ -291,16 +299,15 @@ func cacheTokens(fams map[string]*dto.MetricFamily, name string) int {
 // labelCount is a label's value as a count in 0..telemetry.MaxCacheTokens; -1 if
 // the label is absent or not such a count.
 func labelCount(m *dto.Metric, label string) int64 {
-	for _, l := range m.Label {
-		if l.GetName() == label {
-			n, err := strconv.ParseInt(l.GetValue(), 10, 64)
-			if err != nil || n < 0 || n > telemetry.MaxCacheTokens {
-				return -1
-			}
-			return n
-		}
+	v, ok := labelValue(m, label)
+	if !ok {
+		return -1
 	}
-	return -1
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > telemetry.MaxCacheTokens {
+		return -1
+	}
+	return n
 }
 
 // mean averages a family's samples (KV usage per engine instance).
