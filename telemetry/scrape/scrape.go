@@ -396,11 +396,10 @@ func ParseDCGM(r io.Reader) ([]telemetry.GPUValues, error) {
 const maxGPUs = 1 << 16
 
 func gpuLabel(m *dto.Metric) (int, bool) {
-	for _, l := range m.Label {
-		if l.GetName() == "gpu" {
-			id, err := strconv.Atoi(l.GetValue())
-			return id, err == nil && id >= 0 && id < maxGPUs
-		}
+	v, ok := labelValue(m, "gpu")
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	id, err := strconv.Atoi(v)
+	return id, err == nil && id >= 0 && id < maxGPUs
 }
