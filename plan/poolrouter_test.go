@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -532,5 +533,52 @@ func TestComparePoolRoutersShares(t *testing.T) {
 	}
 	if evals[0].Pools[0].SharePct <= evals[1].Pools[0].SharePct {
 		t.Errorf("length sends %.1f%% to the short pool, random %.1f%%: random should send fewer", evals[0].Pools[0].SharePct, evals[1].Pools[0].SharePct)
+	}
+}
+
+// TestLoadBlindRoutersIgnoreLoad checks the LoadBlind claim the DES relies
+// on to skip summing every backend's load: a blind router routes every
+// request the same whatever the pools' loads, and the two routers that read
+// loads do not claim it and do change a route with them.
+func TestLoadBlindRoutersIgnoreLoad(t *testing.T) {
+	pools := func(a, q [3]int) []PoolView {
+		return []PoolView{
+			{Name: "short", MaxTokens: 1024, Slots: 10, Active: a[0], Queued: q[0]},
+			{Name: "mid", MaxTokens: 4096, Slots: 10, Active: a[1], Queued: q[1]},
+			{Name: "long", MaxTokens: 32768, Slots: 10, Active: a[2], Queued: q[2]},
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 0))
+	cats := []workload.Category{workload.Prose, workload.Code, workload.RAG}
+	for _, spec := range []string{"length", "length:estimate=300", "compress-and-route", "random",
+		"model:a=short,b=long,fallback=mid", "semantic:code=long,prose=short,fallback=mid",
+		"spillover:threshold=0.5", "least-loaded"} {
+		r := mustRouter(t, spec)
+		_, blind := r.(LoadBlind)
+		readers := spec == "least-loaded" || strings.HasPrefix(spec, "spillover")
+		if blind == readers {
+			t.Errorf("%s: LoadBlind %v, want %v", spec, blind, !readers)
+			continue
+		}
+		moved := 0
+		for range 2000 {
+			c := cats[rng.IntN(len(cats))]
+			req := PoolRequest{InputTokens: 1 + rng.IntN(30000), OutputTokens: 1 + rng.IntN(2000),
+				EstimatedOutput: 300, Category: c, Model: []string{"a", "b", "c"}[rng.IntN(3)], Label: c.String()}
+			var a, q [3]int
+			for i := range a {
+				a[i], q[i] = rng.IntN(20), rng.IntN(20)
+			}
+			u := rng.Float64()
+			if r.Route(req, pools(a, q), u) != r.Route(req, pools([3]int{}, [3]int{}), u) {
+				moved++
+			}
+		}
+		if blind && moved > 0 {
+			t.Errorf("%s claims LoadBlind but %d of 2000 routes moved with the loads", spec, moved)
+		}
+		if !blind && moved == 0 {
+			t.Errorf("%s reads loads but no route of 2000 moved with them", spec)
+		}
 	}
 }

@@ -173,9 +173,15 @@ type desRouter struct {
 	rng    *rand.Rand
 }
 
-// Pool implements sim.PoolRouter.
+// ReadsLoads implements sim.PoolLoadReader: a LoadBlind router does not.
+func (d *desRouter) ReadsLoads() bool {
+	_, blind := d.r.(LoadBlind)
+	return !blind
+}
+
+// Pool implements sim.PoolRouter; loads is nil for a LoadBlind router.
 func (d *desRouter) Pool(_ time.Duration, i int, t workload.Turn, loads []sim.PoolLoad) (int, int) {
-	for p := range d.views {
+	for p := range loads {
 		d.views[p].Active, d.views[p].Queued = loads[p].Active, loads[p].Queued
 	}
 	req := d.reqs[i]

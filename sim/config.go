@@ -70,6 +70,14 @@ type PoolRouter interface {
 	Pool(now time.Duration, i int, t workload.Turn, loads []PoolLoad) (pool, output int)
 }
 
+// PoolLoadReader is a PoolRouter that says whether Pool reads its loads.
+// For one that does not, the simulator passes nil loads instead of summing
+// every backend's load for each request (a pass over the fleet). A
+// PoolRouter without this method gets the loads.
+type PoolLoadReader interface {
+	ReadsLoads() bool
+}
+
 // PoolLoad is a pool's load as its gateways see it: requests running on
 // its engines and requests queued at its gateways.
 type PoolLoad struct {
