@@ -228,7 +228,23 @@ func (pl *Planner) Verify(ctx context.Context, c Candidate, lambda float64) (*Ve
 			return nil, err
 		}
 	}
-	// Shrink: one instance fewer in a pool, most expensive pool first.
+	// Shrink, most expensive pool first: each pool to the fewest
+	// instances that still meet the target with the others fixed
+	// (shrinkPool), then again from the top while any pool shrank. More
+	// instances never raise the P99, the assumption the search above rests
+	// on too. The last round tries one fewer in every pool and each
+	// misses: those runs are the evidence in v.Smaller.
+	shrinkEval := map[string]*Eval{}
+	tryFleet := func(g Fleet) (*Eval, error) {
+		if ge, ok := shrinkEval[g.key()]; ok {
+			return ge, nil
+		}
+		ge, err := eval(g, true)
+		if err == nil {
+			shrinkEval[g.key()] = ge
+		}
+		return ge, err
+	}
 	for shrunk := true; shrunk; {
 		shrunk = false
 		order := make([]int, len(f.Pools))
@@ -240,19 +256,21 @@ func (pl *Planner) Verify(ctx context.Context, c Candidate, lambda float64) (*Ve
 		})
 		v.Smaller = v.Smaller[:0]
 		for _, i := range order {
-			if f.Pools[i].Instances <= 1 {
+			n := f.Pools[i].Instances
+			if n <= 1 {
 				continue
 			}
-			g := f.with(i, f.Pools[i].Instances-1)
-			ge, err := eval(g, true)
+			pass, passEval, missed, err := shrinkPool(n, e, func(m int) (*Eval, error) { return tryFleet(f.with(i, m)) })
 			if err != nil {
 				return nil, err
 			}
-			if ge.Pass {
-				f, e, shrunk = g, ge, true
+			if missed != nil {
+				v.Smaller = append(v.Smaller, missed)
+			}
+			if pass < n {
+				f, e, shrunk = f.with(i, pass), passEval, true
 				break
 			}
-			v.Smaller = append(v.Smaller, ge)
 		}
 	}
 	v.Eval = e
@@ -262,6 +280,55 @@ func (pl *Planner) Verify(ctx context.Context, c Candidate, lambda float64) (*Ve
 	}
 	return v, nil
 }
+
+// shrinkPool is one pool's step of Verify's shrink. One fewer is tried
+// first; above gallopAbove instances, while that passes the step doubles
+// (2, 4, 8 fewer ...) and a bisection between the last count that passed
+// and the first that missed ends it, so a pool of thousands of instances
+// costs a few DES runs, not one per instance. A pool of gallopAbove or
+// fewer shrinks one at a time (Verify then starts again from the most
+// expensive pool), as the planner always did. From n instances,
+// whose fleet passed with e, the fewest that try reports passing (try(m)
+// evaluates the fleet with m instances in the pool) and that fleet's Eval;
+// missed is one fewer's Eval when that missed (nil if it passed).
+func shrinkPool(n int, e *Eval, try func(m int) (*Eval, error)) (pass int, passEval, missed *Eval, err error) {
+	pass, passEval, miss := n, e, 0 // miss 0: no count known to miss yet
+	for step := 1; pass > 1; step *= 2 {
+		m := max(1, pass-step)
+		ge, err := try(m)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		if !ge.Pass {
+			if pass == n {
+				missed = ge
+			}
+			miss = m
+			break
+		}
+		pass, passEval = m, ge
+		if n <= gallopAbove {
+			break // one at a time, from the top again
+		}
+	}
+	for miss > 0 && pass-miss > 1 {
+		m := miss + (pass-miss)/2
+		ge, err := try(m)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		if ge.Pass {
+			pass, passEval = m, ge
+		} else {
+			miss = m
+		}
+	}
+	return pass, passEval, missed, nil
+}
+
+// gallopAbove is the pool size above which Verify's shrink doubles its
+// step instead of taking one instance at a time.
+const gallopAbove = 16
 
 // Optimized is the result of Optimize.
 type Optimized struct {
