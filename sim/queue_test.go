@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -161,5 +162,43 @@ func TestQueueMatchesHeap(t *testing.T) {
 func TestNodeSize(t *testing.T) {
 	if n := unsafe.Sizeof(node{}); n != 64 {
 		t.Fatalf("node is %d bytes, want 64", n)
+	}
+}
+
+// BenchmarkQueue holds n pending events (about the 1x, 10x and 100x runs'
+// counts), due uniformly over the next 500 ms, and pops one and pushes one
+// per op: the calendar queue ("calendar") against the heap it replaced
+// ("heap").
+func BenchmarkQueue(b *testing.B) {
+	for _, n := range []int{600, 5500, 55000} {
+		span := int64(500 * time.Millisecond)
+		b.Run(fmt.Sprintf("calendar/%d", n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			var q eventQueue
+			for range n {
+				q.push(event{at: time.Duration(rng.Int64N(span)), kind: evClientDone})
+			}
+			for b.Loop() {
+				e := q.pop()
+				q.push(event{at: e.at + time.Duration(rng.Int64N(span)), kind: evClientDone})
+			}
+		})
+		b.Run(fmt.Sprintf("heap/%d", n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			var q refQueue
+			var seq uint64
+			push := func(e event) {
+				seq++
+				e.key = uint64(e.kind)<<56 | seq
+				q.push(e)
+			}
+			for range n {
+				push(event{at: time.Duration(rng.Int64N(span)), kind: evClientDone})
+			}
+			for b.Loop() {
+				e := q.pop()
+				push(event{at: e.at + time.Duration(rng.Int64N(span)), kind: evClientDone})
+			}
+		})
 	}
 }
