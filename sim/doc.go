@@ -108,7 +108,8 @@
 //
 // sim.go holds the run: the simulation's state, the event loop and the
 // dispatch of each event kind (events.go: kinds and their typed fields;
-// queue.go and timers.go: the event heap and per-entity timers). The
+// queue.go and timers.go: the event queue, a calendar of buckets, and
+// per-entity timers). The
 // arrival modes are types behind one interface (arrivals.go: source, with
 // poissonSessions, closedLoop, classLoop and traceReplay). attempt.go is the
 // client side (sessions, turns, attempts and their ends), routerside.go the

@@ -38,8 +38,8 @@ const (
 )
 
 // event is one thing that happens at an instant; its kind says which fields
-// it uses. It holds no pointer, so moving events in the heap needs no GC
-// write barrier and the collector never scans the heap.
+// it uses. It holds no pointer, so writing events to the queue's slab needs
+// no GC write barrier and the collector never scans the slab.
 type event struct {
 	at time.Duration
 	// key orders simultaneous events: kind in the top byte, then the

@@ -146,6 +146,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 		// A hint only: capped so that a long window does not allocate up front.
 		coll: metrics.NewCollector(lead+cfg.Warmup, lead+cfg.Warmup+cfg.Measure, cfg.Client.TTFTSLO,
 			int(min(1.05*cfg.RPS*cfg.Measure.Seconds(), 1<<18)))}
+	s.timers = timerSet{q: &s.q}
 	if cfg.Cooldown > 0 {
 		s.coll.SampleStarts()
 	}
@@ -227,7 +228,7 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 }
 
 func (s *simulation) loop(ctx context.Context) error {
-	for s.q.len() > 0 || s.timers.len() > 0 || s.timeouts.len() > 0 {
+	for s.q.len() > 0 || s.timeouts.len() > 0 {
 		e := s.next()
 		if e.at >= s.end {
 			break
@@ -257,12 +258,9 @@ func (s *simulation) loop(ctx context.Context) error {
 	return nil
 }
 
-// next pops the earliest event of the queue, the timers and the timeout FIFO.
+// next pops the earliest event of the queue (timers included) and the
+// timeout FIFO.
 func (s *simulation) next() event {
-	if s.timers.len() > 0 && (s.q.len() == 0 || s.timers.head().before(s.q.head())) &&
-		(s.timeouts.len() == 0 || !s.timeouts.front().before(s.timers.head())) {
-		return s.timers.pop()
-	}
 	if s.timeouts.len() > 0 && (s.q.len() == 0 || s.timeouts.front().before(s.q.head())) {
 		return s.timeouts.pop()
 	}

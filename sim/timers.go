@@ -1,84 +1,52 @@
 package sim
 
 // timerSet holds at most one pending event per entity (a worker's next step
-// end, a gateway's next stats message, a router's next deadline) in an indexed
-// 4-ary heap with the same order as the event queue. Moving an entity's event
-// replaces it in place, where the plain queue would keep the old one as a
-// stale entry to pop and ignore. The heap holds each entity's order (slot.i is
-// the entity), so a sift never reads the entities' events.
+// end, a gateway's next stats message, a router's next deadline). Its events
+// wait in the event queue, in the same order as every other event; moving an
+// entity's event leaves the old slot in the queue, which drops it when it
+// comes to the front (its key is no longer the entity's), and removing one
+// only forgets its key. (The entity's pending event is kept apart too, for
+// pending: its node may be far away in the slab.) A pending timer costs one push and one pop, as an
+// event does, where an indexed heap of timers sifted on every move.
 type timerSet struct {
-	ev   []event // by entity: its pending event, if pos >= 0
-	pos  []int32 // by entity: index in heap, or -1
-	heap []slot
+	q *eventQueue // holds the entities' events and keys
 }
 
 // grow adds n entities and returns the id of the first.
 func (t *timerSet) grow(n int) int {
-	base := len(t.ev)
+	q := t.q
+	base := len(q.tev)
 	for range n {
-		t.ev = append(t.ev, event{})
-		t.pos = append(t.pos, -1)
+		q.tev = append(q.tev, event{})
+		q.tkey = append(q.tkey, 0)
 	}
 	return base
 }
 
 func (t *timerSet) pending(id int) (at event, ok bool) {
-	if t.pos[id] < 0 {
+	q := t.q
+	if q.tkey[id] == 0 {
 		return event{}, false
 	}
-	return t.ev[id], true
+	return q.tev[id], true
 }
 
-// set makes e (already stamped) the entity's pending event.
+// set makes e, freshly stamped, the entity's pending event.
 func (t *timerSet) set(id int, e event) {
-	t.ev[id] = e
-	s := slot{order: e.order(), i: int32(id)}
-	i := int(t.pos[id])
-	if i < 0 {
-		i = len(t.heap)
-		t.heap = append(t.heap, s)
+	q := t.q
+	if q.tkey[id] == 0 {
+		q.live++
 	}
-	t.place(i, s)
+	q.tev[id] = e
+	q.tkey[id] = e.key
+	q.insert(e, int32(id)+1)
 }
 
-func (t *timerSet) len() int { return len(t.heap) }
-
-// head is the earliest pending event's order; the set must not be empty.
-func (t *timerSet) head() order { return t.heap[0].order }
-
-// pop removes and returns the earliest pending event.
-func (t *timerSet) pop() event {
-	id := t.heap[0].i
-	t.remove(int(id))
-	return t.ev[id]
-}
-
+// remove forgets the entity's pending event, if any.
 func (t *timerSet) remove(id int) {
-	i := int(t.pos[id])
-	if i < 0 {
-		return
+	q := t.q
+	if q.tkey[id] != 0 {
+		q.tkey[id] = 0
+		q.live--
 	}
-	t.pos[id] = -1
-	last := len(t.heap) - 1
-	s := t.heap[last]
-	t.heap = t.heap[:last]
-	if i < last {
-		t.place(i, s)
-	}
-}
-
-// place puts s at heap index i (whose slot is free) and moves it up or down
-// to its place, keeping pos current.
-func (t *timerSet) place(i int, s slot) {
-	h := t.heap
-	for i > 0 { // up
-		p := (i - 1) / 4
-		if !s.before(h[p].order) {
-			break
-		}
-		h[i] = h[p]
-		t.pos[h[i].i] = int32(i)
-		i = p
-	}
-	siftDown(h, i, s, t.pos)
 }
