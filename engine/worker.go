@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 )
 
@@ -185,7 +184,7 @@ type Worker struct {
 	kvUsed      int
 	cacheTokens int // tokens of the entries in the LRU list
 	running     []seq
-	waiting     []seq
+	waiting     seqQueue
 	slow        float64 // step cost multiplier; 0 means 1
 	prof        Profile
 	opts        Options
@@ -225,10 +224,10 @@ func (w *Worker) Profile() Profile { return w.prof }
 func (w *Worker) Running() int { return len(w.running) }
 
 // Waiting is the number of sequences waiting for admission.
-func (w *Worker) Waiting() int { return len(w.waiting) }
+func (w *Worker) Waiting() int { return w.waiting.len() }
 
 // Load is Running plus Waiting.
-func (w *Worker) Load() int { return len(w.running) + len(w.waiting) }
+func (w *Worker) Load() int { return len(w.running) + w.waiting.len() }
 
 // SeqLimit is the profile's sequence limit (MaxSeqs).
 func (w *Worker) SeqLimit() int { return w.prof.MaxSeqs }
@@ -288,9 +287,9 @@ func (w *Worker) Progress(id uint64) (generated int, ok bool) {
 			return w.running[i].generated, true
 		}
 	}
-	for i := range w.waiting {
-		if w.waiting[i].id == id {
-			return w.waiting[i].generated, true
+	for i := range w.waiting.len() {
+		if s := w.waiting.at(i); s.id == id {
+			return s.generated, true
 		}
 	}
 	return 0, false
@@ -335,7 +334,7 @@ func (w *Worker) Submit(now time.Duration, r Request) error {
 	if len(w.freeCold) == 0 && len(w.cold) >= math.MaxInt32 {
 		return fmt.Errorf("engine: request %d: the worker already holds %d sequences; drain it first", r.ID, len(w.cold))
 	}
-	w.waiting = append(w.waiting, seq{id: r.ID, target: r.PromptTokens, output: r.OutputTokens, cold: w.newCold(r)})
+	w.waiting.pushBack(seq{id: r.ID, target: r.PromptTokens, output: r.OutputTokens, cold: w.newCold(r)})
 	if w.busy {
 		w.cutRun(now)
 	} else {
@@ -366,10 +365,10 @@ func (w *Worker) Slowdown() float64 { return max(w.slow, 1) }
 // the end of the step in progress, without a cache entry. It reports whether
 // the request was found.
 func (w *Worker) Cancel(now time.Duration, id uint64) bool {
-	for i := range w.waiting {
-		if w.waiting[i].id == id {
-			w.dropCold(w.waiting[i].cold)
-			w.waiting = append(w.waiting[:i], w.waiting[i+1:]...)
+	for i := range w.waiting.len() {
+		if s := w.waiting.at(i); s.id == id {
+			w.dropCold(s.cold)
+			w.waiting.remove(i)
 			w.totals.Cancelled++
 			// The head of the queue may have been what blocked admission.
 			w.cutRun(now)
@@ -527,7 +526,7 @@ func (w *Worker) plan(at time.Duration) {
 	for len(w.running) > 0 && w.prof.KVTokens-w.kvUsed < len(w.running) {
 		w.preemptLast()
 	}
-	if len(w.running) == 0 && len(w.waiting) == 0 {
+	if len(w.running) == 0 && w.waiting.len() == 0 {
 		w.run = RunInfo{Start: at}
 		return
 	}
@@ -558,8 +557,8 @@ func (w *Worker) plan(at time.Duration) {
 	}
 	// 4. Admission, first come first served.
 	load := 0 // tokens loaded from the host tier in this step
-	for budget > 0 && len(w.running) < w.prof.MaxSeqs && len(w.waiting) > 0 {
-		s := w.waiting[0] // a copy, appended to running below
+	for budget > 0 && len(w.running) < w.prof.MaxSeqs && w.waiting.len() > 0 {
+		s := *w.waiting.at(0) // a copy, appended to running below
 		c := &w.cold[s.cold]
 		var match []*cacheEntry
 		need, matched := s.target, 0
@@ -577,7 +576,7 @@ func (w *Worker) plan(at time.Duration) {
 		if w.kvUsed+need+len(w.running)+1 > w.prof.KVTokens {
 			break
 		}
-		w.waiting = w.waiting[1:]
+		w.waiting.popFront()
 		s.computed = 0
 		s.kv = s.target
 		fromHost := 0
@@ -666,7 +665,7 @@ func (w *Worker) preemptLast() {
 		w.dropCold(s.cold)
 		return
 	}
-	w.waiting = slices.Insert(w.waiting, 0, s)
+	w.waiting.pushFront(s)
 }
 
 // newCold puts r in a free slot of the cold slab and returns the slot.
