@@ -123,22 +123,41 @@ func (t Totals) Minus(t0 Totals) Totals {
 		Finished: t.Finished - t0.Finished, Cancelled: t.Cancelled - t0.Cancelled}
 }
 
+// seq is a sequence's hot state: what every step reads and writes for each
+// running sequence, and what Cancel and Progress look up. The worker keeps
+// its sequences by value, in running and waiting order, so a step streams
+// one contiguous array of 64-byte entries (one cache line each) instead of
+// chasing a pointer per sequence: with thousands of workers stepped in turn,
+// a worker's sequences are rarely in cache when its step comes. The entry
+// holds no pointer, so the collector does not scan the arrays either. What
+// only admission, preemption and the end of a sequence read is in its
+// seqCold, in the worker's cold slab.
 type seq struct {
-	req         Request
-	target      int // tokens that must be in KV before decoding: prompt (+ generated after a preemption)
-	computed    int // tokens of target in KV
+	id          uint64 // the request's ID
+	target      int    // tokens that must be in KV before decoding: prompt (+ generated after a preemption)
+	computed    int    // tokens of target in KV
 	generated   int
 	kv          int // KV tokens reserved: target + tokens generated since
-	cached      int // prompt tokens from cache at the first admission
-	host        int // of cached, those loaded from the host tier
-	admitted    bool
+	planPrefill int // prefill tokens planned in the current step
+	output      int // the request's OutputTokens
+	cold        int32
 	cancelled   bool
-	planPrefill int           // prefill tokens planned in the current step
-	preemptions int           // times preempted (recomputed)
-	pinned      []*cacheEntry // cached prefix blocks this sequence holds
 }
 
 func (s *seq) decoding() bool { return s.computed >= s.target }
+
+// seqCold is the part of a sequence a step does not read. It stays in one
+// slot of Worker.cold from Submit until the sequence leaves the worker; the
+// slot is then cleared and reused. Only Submit grows the slab, so a pointer
+// into it is never kept across a Submit.
+type seqCold struct {
+	req         Request
+	cached      int           // prompt tokens from cache at the first admission
+	host        int           // of cached, those loaded from the host tier
+	preemptions int           // times preempted (recomputed)
+	pinned      []*cacheEntry // cached prefix blocks this sequence holds
+	admitted    bool
+}
 
 // cacheEntry is a finished session's KV (keyed by session) or one prompt
 // block (keyed by its hash id). A block that running sequences hold (refs >
@@ -154,27 +173,32 @@ type cacheEntry struct {
 }
 
 // Worker is one GPU worker. The zero value is not usable; call NewWorker.
+//
+// The fields a step reads come first (the run, KV use, the sequences, the
+// profile's step constants, then the counters), so that a step touches few
+// cache lines of the worker; the caches' maps and lists follow.
 type Worker struct {
-	prof Profile
-	opts Options
-
-	waiting []*seq
-	running []*seq
-	kvUsed  int
-
-	cache       map[uint64]*cacheEntry // by session
-	blocks      map[uint64]*cacheEntry // by block hash id
-	lru         cacheEntry             // sentinel: lru.next is most recent, lru.prev least
-	cacheTokens int                    // tokens of the entries in the LRU list
-	pass        uint64
-	host        *hostTier // nil without a host tier
-
 	busy bool
 	run  RunInfo
 
-	slow float64 // step cost multiplier; 0 means 1
+	kvUsed      int
+	cacheTokens int // tokens of the entries in the LRU list
+	running     []seq
+	waiting     seqQueue
+	slow        float64 // step cost multiplier; 0 means 1
+	prof        Profile
+	opts        Options
 
 	totals Totals
+
+	cold     []seqCold // by seq.cold
+	freeCold []int32   // free slots of cold
+
+	cache  map[uint64]*cacheEntry // by session
+	blocks map[uint64]*cacheEntry // by block hash id
+	lru    cacheEntry             // sentinel: lru.next is most recent, lru.prev least
+	pass   uint64
+	host   *hostTier // nil without a host tier
 }
 
 // NewWorker returns an idle worker. The profile must be valid.
@@ -200,10 +224,10 @@ func (w *Worker) Profile() Profile { return w.prof }
 func (w *Worker) Running() int { return len(w.running) }
 
 // Waiting is the number of sequences waiting for admission.
-func (w *Worker) Waiting() int { return len(w.waiting) }
+func (w *Worker) Waiting() int { return w.waiting.len() }
 
 // Load is Running plus Waiting.
-func (w *Worker) Load() int { return len(w.running) + len(w.waiting) }
+func (w *Worker) Load() int { return len(w.running) + w.waiting.len() }
 
 // SeqLimit is the profile's sequence limit (MaxSeqs).
 func (w *Worker) SeqLimit() int { return w.prof.MaxSeqs }
@@ -258,13 +282,13 @@ func (w *Worker) CachedPrefixAt(now time.Duration, r *Request) int {
 // whether the worker holds it (running or waiting). A live shell reads it
 // after each step to stream tokens at the pace of the model.
 func (w *Worker) Progress(id uint64) (generated int, ok bool) {
-	for _, s := range w.running {
-		if s.req.ID == id {
-			return s.generated, true
+	for i := range w.running {
+		if w.running[i].id == id {
+			return w.running[i].generated, true
 		}
 	}
-	for _, s := range w.waiting {
-		if s.req.ID == id {
+	for i := range w.waiting.len() {
+		if s := w.waiting.at(i); s.id == id {
 			return s.generated, true
 		}
 	}
@@ -307,7 +331,10 @@ func (w *Worker) Submit(now time.Duration, r Request) error {
 				r.ID, len(r.BlockHashes), r.PromptTokens, r.BlockSize, want)
 		}
 	}
-	w.waiting = append(w.waiting, &seq{req: r, target: r.PromptTokens})
+	if len(w.freeCold) == 0 && len(w.cold) >= math.MaxInt32 {
+		return fmt.Errorf("engine: request %d: the worker already holds %d sequences; drain it first", r.ID, len(w.cold))
+	}
+	w.waiting.pushBack(seq{id: r.ID, target: r.PromptTokens, output: r.OutputTokens, cold: w.newCold(r)})
 	if w.busy {
 		w.cutRun(now)
 	} else {
@@ -338,17 +365,18 @@ func (w *Worker) Slowdown() float64 { return max(w.slow, 1) }
 // the end of the step in progress, without a cache entry. It reports whether
 // the request was found.
 func (w *Worker) Cancel(now time.Duration, id uint64) bool {
-	for i, s := range w.waiting {
-		if s.req.ID == id {
-			w.waiting = append(w.waiting[:i], w.waiting[i+1:]...)
+	for i := range w.waiting.len() {
+		if s := w.waiting.at(i); s.id == id {
+			w.dropCold(s.cold)
+			w.waiting.remove(i)
 			w.totals.Cancelled++
 			// The head of the queue may have been what blocked admission.
 			w.cutRun(now)
 			return true
 		}
 	}
-	for _, s := range w.running {
-		if s.req.ID == id && !s.cancelled {
+	for i := range w.running {
+		if s := &w.running[i]; s.id == id && !s.cancelled {
 			s.cancelled = true
 			w.cutRun(now)
 			return true
@@ -367,9 +395,9 @@ func (w *Worker) Sync(now time.Duration) {
 		return
 	}
 	w.account(m)
-	for _, s := range w.running {
-		s.generated += m
-		s.kv += m
+	for i := range w.running {
+		w.running[i].generated += m
+		w.running[i].kv += m
 	}
 	w.kvUsed += m * len(w.running)
 	w.totals.DecodeTokens += int64(m * len(w.running))
@@ -443,8 +471,11 @@ func (w *Worker) Advance(now time.Duration, out []Event) []Event {
 		w.kvUsed -= grow
 	}
 	w.account(k)
-	kept := w.running[:0]
-	for _, s := range w.running {
+	// One pass over the running sequences, compacting in place: s points
+	// into w.running, which nothing in the loop grows or moves.
+	run, kept := w.running, 0
+	for i := range run {
+		s := &run[i]
 		if s.planPrefill > 0 {
 			s.computed += s.planPrefill
 			w.totals.PrefillTokens += int64(s.planPrefill)
@@ -454,7 +485,7 @@ func (w *Worker) Advance(now time.Duration, out []Event) []Event {
 				s.kv++
 				w.kvUsed++
 				if s.generated == 1 && !s.cancelled {
-					out = append(out, Event{Kind: FirstToken, ID: s.req.ID, Session: s.req.Session, At: end})
+					out = append(out, Event{Kind: FirstToken, ID: s.id, Session: w.cold[s.cold].req.Session, At: end})
 				}
 			}
 		} else if s.decoding() {
@@ -466,18 +497,23 @@ func (w *Worker) Advance(now time.Duration, out []Event) []Event {
 		switch {
 		case s.cancelled:
 			w.release(s)
+			w.dropCold(s.cold)
 			w.totals.Cancelled++
-		case s.generated >= s.req.OutputTokens:
+		case s.generated >= s.output:
 			w.totals.Finished++
-			out = append(out, Event{Kind: Finished, ID: s.req.ID, Session: s.req.Session, At: end,
-				PromptTokens: s.req.PromptTokens, CachedTokens: s.cached, HostTokens: s.host, OutputTokens: s.generated, Preemptions: s.preemptions})
+			c := &w.cold[s.cold]
+			out = append(out, Event{Kind: Finished, ID: s.id, Session: c.req.Session, At: end,
+				PromptTokens: c.req.PromptTokens, CachedTokens: c.cached, HostTokens: c.host, OutputTokens: s.generated, Preemptions: c.preemptions})
 			w.finish(s)
+			w.dropCold(s.cold)
 		default:
-			kept = append(kept, s)
+			if kept != i {
+				run[kept] = *s
+			}
+			kept++
 		}
 	}
-	clear(w.running[len(kept):])
-	w.running = kept
+	w.running = run[:kept]
 	w.evict()
 	w.plan(end)
 	return out
@@ -490,21 +526,30 @@ func (w *Worker) plan(at time.Duration) {
 	for len(w.running) > 0 && w.prof.KVTokens-w.kvUsed < len(w.running) {
 		w.preemptLast()
 	}
-	if len(w.running) == 0 && len(w.waiting) == 0 {
+	if len(w.running) == 0 && w.waiting.len() == 0 {
 		w.run = RunInfo{Start: at}
 		return
 	}
-	// 2-3. Decode tokens, then prefill of admitted sequences.
+	// 2-3. Decode tokens, then prefill of admitted sequences. One pass
+	// counts the decoding sequences, finds the first one still prefilling
+	// and the fewest output tokens any has left (the run's length, used only
+	// when nothing prefills: then nothing is admitted either, as an admitted
+	// sequence always prefills, and the running set is this one).
 	budget := w.prof.chunk()
 	decoding, prefill := 0, 0
-	for _, s := range w.running {
+	left, prefilling := int(^uint(0)>>1), len(w.running)
+	for i := range w.running {
+		s := &w.running[i]
 		if s.decoding() {
 			decoding++
+		} else if prefilling == len(w.running) {
+			prefilling = i
 		}
+		left = min(left, s.output-s.generated)
 	}
 	budget -= decoding
-	for _, s := range w.running {
-		if !s.decoding() && budget > 0 {
+	for i := prefilling; i < len(w.running); i++ {
+		if s := &w.running[i]; !s.decoding() && budget > 0 {
 			s.planPrefill = min(s.target-s.computed, budget)
 			budget -= s.planPrefill
 			prefill += s.planPrefill
@@ -512,14 +557,15 @@ func (w *Worker) plan(at time.Duration) {
 	}
 	// 4. Admission, first come first served.
 	load := 0 // tokens loaded from the host tier in this step
-	for budget > 0 && len(w.running) < w.prof.MaxSeqs && len(w.waiting) > 0 {
-		s := w.waiting[0]
+	for budget > 0 && len(w.running) < w.prof.MaxSeqs && w.waiting.len() > 0 {
+		s := *w.waiting.at(0) // a copy, appended to running below
+		c := &w.cold[s.cold]
 		var match []*cacheEntry
 		need, matched := s.target, 0
-		if s.req.blocks() {
+		if c.req.blocks() {
 			// Blocks the sequence shares are held once; a block now in the
 			// LRU list moves into KVUsed.
-			match, matched = w.matchBlocks(&s.req, true)
+			match, matched = w.matchBlocks(&c.req, true)
 			need -= matched
 			for _, e := range match {
 				if e.refs == 0 {
@@ -530,33 +576,32 @@ func (w *Worker) plan(at time.Duration) {
 		if w.kvUsed+need+len(w.running)+1 > w.prof.KVTokens {
 			break
 		}
-		w.waiting[0] = nil
-		w.waiting = w.waiting[1:]
+		w.waiting.popFront()
 		s.computed = 0
 		s.kv = s.target
 		fromHost := 0
-		if s.req.blocks() {
+		if c.req.blocks() {
 			if matched > 0 {
 				s.computed = min(matched, s.target-1)
 				if w.host != nil {
-					fromHost = hostShare(&s.req, match, matched, s.computed)
+					fromHost = hostShare(&c.req, match, matched, s.computed)
 				}
 			}
 			for _, e := range match {
 				load += w.pin(e)
 			}
-			s.pinned = match
+			c.pinned = match
 			s.kv = s.target - matched
 			if matched > 0 {
 				w.totals.CacheHits++
 				w.totals.CachedTokens += int64(s.computed)
 			}
-		} else if e, ok := w.cache[s.req.Session]; ok {
+		} else if e, ok := w.cache[c.req.Session]; ok {
 			s.computed = min(e.tokens, s.target-1)
 			w.dropCache(e)
 			w.totals.CacheHits++
 			w.totals.CachedTokens += int64(s.computed)
-		} else if e := w.hostSession(s.req.Session); e != nil {
+		} else if e := w.hostSession(c.req.Session); e != nil {
 			s.computed = min(e.tokens, s.target-1)
 			fromHost = s.computed
 			load += e.tokens
@@ -568,10 +613,10 @@ func (w *Worker) plan(at time.Duration) {
 			w.totals.HostHits++
 			w.totals.HostTokens += int64(fromHost)
 		}
-		if !s.admitted {
-			s.admitted = true
-			s.cached = s.computed
-			s.host = fromHost
+		if !c.admitted {
+			c.admitted = true
+			c.cached = s.computed
+			c.host = fromHost
 		}
 		w.kvUsed += s.kv
 		s.planPrefill = min(s.target-s.computed, budget)
@@ -587,11 +632,7 @@ func (w *Worker) plan(at time.Duration) {
 	}
 	steps := 1
 	if prefill == 0 {
-		steps = int(^uint(0) >> 1)
-		for _, s := range w.running {
-			steps = min(steps, s.req.OutputTokens-s.generated)
-		}
-		steps = min(steps, (w.prof.KVTokens-w.kvUsed)/len(w.running))
+		steps = min(left, (w.prof.KVTokens-w.kvUsed)/len(w.running))
 		if w.opts.MaxStepsPerRun > 0 {
 			steps = min(steps, w.opts.MaxStepsPerRun)
 		}
@@ -611,21 +652,40 @@ func (w *Worker) plan(at time.Duration) {
 // waiting queue; it will recompute its prompt and generated tokens.
 func (w *Worker) preemptLast() {
 	last := len(w.running) - 1
-	s := w.running[last]
-	w.running[last] = nil
+	s := w.running[last] // a copy: w.running shrinks
 	w.running = w.running[:last]
-	w.release(s)
+	w.release(&s)
+	c := &w.cold[s.cold]
 	s.computed, s.planPrefill = 0, 0
-	s.target = s.req.PromptTokens + s.generated
-	s.preemptions++
+	s.target = c.req.PromptTokens + s.generated
+	c.preemptions++
 	w.totals.Preemptions++
 	if s.cancelled {
 		w.totals.Cancelled++
+		w.dropCold(s.cold)
 		return
 	}
-	w.waiting = append(w.waiting, nil)
-	copy(w.waiting[1:], w.waiting)
-	w.waiting[0] = s
+	w.waiting.pushFront(s)
+}
+
+// newCold puts r in a free slot of the cold slab and returns the slot.
+// Submit checks that the slab has room for one more.
+func (w *Worker) newCold(r Request) int32 {
+	if n := len(w.freeCold); n > 0 {
+		i := w.freeCold[n-1]
+		w.freeCold = w.freeCold[:n-1]
+		w.cold[i] = seqCold{req: r}
+		return i
+	}
+	w.cold = append(w.cold, seqCold{req: r})
+	return int32(len(w.cold) - 1) //nolint:gosec // Submit keeps the slab under MaxInt32
+}
+
+// dropCold frees a sequence's slot, clearing it so that the request's block
+// hashes and the pinned list are not kept alive.
+func (w *Worker) dropCold(i int32) {
+	w.cold[i] = seqCold{}
+	w.freeCold = append(w.freeCold, i)
 }
 
 func (w *Worker) putCache(session uint64, tokens int) {
@@ -723,10 +783,11 @@ func (w *Worker) unpin(e *cacheEntry) {
 func (w *Worker) release(s *seq) {
 	w.kvUsed -= s.kv
 	s.kv = 0
-	for i := len(s.pinned) - 1; i >= 0; i-- {
-		w.unpin(s.pinned[i])
+	c := &w.cold[s.cold]
+	for i := len(c.pinned) - 1; i >= 0; i-- {
+		w.unpin(c.pinned[i])
 	}
-	s.pinned = nil
+	c.pinned = nil
 }
 
 // finish caches what a finished sequence leaves: its session's whole KV, or
@@ -734,19 +795,20 @@ func (w *Worker) release(s *seq) {
 // block is the most recent and the chain is evicted from its tail, as vLLM
 // frees a sequence's blocks.
 func (w *Worker) finish(s *seq) {
-	if !s.req.blocks() {
+	c := &w.cold[s.cold]
+	if !c.req.blocks() {
 		w.kvUsed -= s.kv
-		w.putCache(s.req.Session, s.kv)
+		w.putCache(c.req.Session, s.kv)
 		return
 	}
 	w.kvUsed -= s.kv
 	s.kv = 0
-	for i := len(s.req.BlockHashes) - 1; i >= 0; i-- {
-		if i < len(s.pinned) {
-			w.unpin(s.pinned[i])
+	for i := len(c.req.BlockHashes) - 1; i >= 0; i-- {
+		if i < len(c.pinned) {
+			w.unpin(c.pinned[i])
 			continue
 		}
-		h := s.req.BlockHashes[i]
+		h := c.req.BlockHashes[i]
 		if e, ok := w.blocks[h]; ok {
 			if e.refs == 0 { // cached meanwhile by another sequence: touch it
 				w.unlink(e)
@@ -755,11 +817,11 @@ func (w *Worker) finish(s *seq) {
 			continue
 		}
 		w.hostForget(h, true)
-		e := &cacheEntry{key: h, tokens: s.req.blockTokens(i), block: true}
+		e := &cacheEntry{key: h, tokens: c.req.blockTokens(i), block: true}
 		w.blocks[h] = e
 		w.pushFront(e)
 	}
-	s.pinned = nil
+	c.pinned = nil
 }
 
 // evict drops least recently used cache entries until everything fits.
