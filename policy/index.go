@@ -34,38 +34,51 @@ var (
 // minIndex keeps, over positions 0..n-1, the present position with the
 // smallest key, ties to the lowest position, and how many are present: a
 // segment tree, O(log n) per change and per range query.
+//
+// Each node holds its best position's key beside it (minNode), so that
+// recomputing a node compares its two children, adjacent in memory, and
+// reads no key by position: a stats message's change walks one line per
+// level, where keys by position cost two more reads at arbitrary places
+// per level, cache misses at thousands of backends.
 type minIndex struct {
 	n     int
 	size  int       // leaves: a power of two >= n
-	key   []float64 // per position; NaN: absent
-	best  []int32   // per node: its best position, -1 if none
-	count []int32   // per node: positions present
+	nodes []minNode // the tree: the root at 1, node p's children at 2p, 2p+1, position i's leaf at size+i
 	ex    []int     // scratch: a request's exclusions
 }
+
+// minNode is a node of minIndex: its best position, -1 if none, that
+// position's key (NaN if none), and how many positions below it are
+// present.
+type minNode struct {
+	key   float64
+	best  int32
+	count int32
+}
+
+// noNode is a node with no position present.
+var noNode = minNode{key: math.NaN(), best: -1}
 
 func newMinIndex(n int) *minIndex {
 	size := 1
 	for size < n {
 		size *= 2
 	}
-	m := &minIndex{n: n, size: size, key: make([]float64, n), best: make([]int32, 2*size), count: make([]int32, 2*size)}
-	for i := range m.key {
-		m.key[i] = math.NaN()
-	}
-	for i := range m.best {
-		m.best[i] = -1
+	m := &minIndex{n: n, size: size, nodes: make([]minNode, 2*size)}
+	for i := range m.nodes {
+		m.nodes[i] = noNode
 	}
 	return m
 }
 
-// better is the better of two positions (-1: none).
-func (m *minIndex) better(a, b int32) int32 {
+// better is the better of two nodes' best positions (best -1: none).
+func better(a, b minNode) minNode {
 	switch {
-	case a < 0:
+	case a.best < 0:
 		return b
-	case b < 0:
+	case b.best < 0:
 		return a
-	case m.key[b] < m.key[a] || (m.key[b] == m.key[a] && b < a):
+	case b.key < a.key || (b.key == a.key && b.best < a.best):
 		return b
 	}
 	return a
@@ -77,31 +90,35 @@ func (m *minIndex) set(i int, k float64, present bool) {
 		k = math.NaN()
 	}
 	node := m.size + i
-	if (m.count[node] == 1) == present && math.Float64bits(m.key[i]) == math.Float64bits(k) {
+	if leaf := &m.nodes[node]; (leaf.count == 1) == present && math.Float64bits(leaf.key) == math.Float64bits(k) {
 		return // unchanged: the nodes above are what they would be recomputed
 	}
-	m.key[i] = k
-	m.best[node], m.count[node] = -1, 0
+	m.nodes[node] = minNode{key: k, best: -1}
 	if present {
-		m.best[node], m.count[node] = int32(i), 1
+		m.nodes[node].best, m.nodes[node].count = int32(i), 1
 	}
 	for node /= 2; node >= 1; node /= 2 {
-		m.best[node] = m.better(m.best[2*node], m.best[2*node+1])
-		m.count[node] = m.count[2*node] + m.count[2*node+1]
+		l, r := m.nodes[2*node], m.nodes[2*node+1]
+		b := better(l, r)
+		b.count = l.count + r.count
+		m.nodes[node] = b
 	}
 }
 
 // min is the best present position in [lo, hi), -1 if none.
-func (m *minIndex) min(lo, hi int) int32 {
-	best := int32(-1)
+func (m *minIndex) min(lo, hi int) int32 { return m.minOf(lo, hi).best }
+
+// minOf is min's node: the best present position in [lo, hi) and its key.
+func (m *minIndex) minOf(lo, hi int) minNode {
+	best := noNode
 	for l, r := lo+m.size, hi+m.size; l < r; l, r = l/2, r/2 {
 		if l&1 == 1 {
-			best = m.better(best, m.best[l])
+			best = better(best, m.nodes[l])
 			l++
 		}
 		if r&1 == 1 {
 			r--
-			best = m.better(best, m.best[r])
+			best = better(best, m.nodes[r])
 		}
 	}
 	return best
@@ -109,22 +126,22 @@ func (m *minIndex) min(lo, hi int) int32 {
 
 // minExcept is the best present position outside the sorted positions ex.
 func (m *minIndex) minExcept(ex []int) int32 {
-	best, lo := int32(-1), 0
+	best, lo := noNode, 0
 	for _, e := range ex {
-		best = m.better(best, m.min(lo, e))
+		best = better(best, m.minOf(lo, e))
 		lo = e + 1
 	}
-	return m.better(best, m.min(lo, m.n))
+	return better(best, m.minOf(lo, m.n)).best
 }
 
 // nth is the k-th present position (from 0), -1 if there are not k+1.
 func (m *minIndex) nth(k int) int {
-	if k < 0 || k >= int(m.count[1]) {
+	if k < 0 || k >= int(m.nodes[1].count) {
 		return -1
 	}
 	node := 1
 	for node < m.size {
-		if c := int(m.count[2*node]); k < c {
+		if c := int(m.nodes[2*node].count); k < c {
 			node = 2 * node
 		} else {
 			k -= c
@@ -135,7 +152,7 @@ func (m *minIndex) nth(k int) int {
 }
 
 // present reports whether position i is present.
-func (m *minIndex) present(i int) bool { return m.count[m.size+i] == 1 }
+func (m *minIndex) present(i int) bool { return m.nodes[m.size+i].count == 1 }
 
 // indexOver builds an index over views' eligible positions by key.
 func indexOver(views []View, key func(*View) float64) *minIndex {
@@ -162,7 +179,7 @@ func (m *minIndex) strictExclusions(r *Request) ([]int, bool) {
 	slices.Sort(buf)
 	buf = slices.Compact(buf)
 	m.ex = buf
-	return buf, int(m.count[1]) > len(buf)
+	return buf, int(m.nodes[1].count) > len(buf)
 }
 
 func outstandingKey(v *View) float64 { return float64(v.Outstanding()) }
@@ -183,7 +200,7 @@ func (p *Random) Touched(views []View, i int) {
 // backend.
 func (p *Random) pickIndexed(r *Request) Decision {
 	ex, strict := p.idx.strictExclusions(r)
-	n := int(p.idx.count[1])
+	n := int(p.idx.nodes[1].count)
 	if strict {
 		n -= len(ex)
 	} else {
