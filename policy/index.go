@@ -34,51 +34,38 @@ var (
 // minIndex keeps, over positions 0..n-1, the present position with the
 // smallest key, ties to the lowest position, and how many are present: a
 // segment tree, O(log n) per change and per range query.
-//
-// Each node holds its best position's key beside it (minNode), so that
-// recomputing a node compares its two children, adjacent in memory, and
-// reads no key by position: keys by position cost two reads at arbitrary
-// places per level a stats message's change walks, cache misses at
-// thousands of backends. The counts stay apart, 4 bytes a node, for nth's
-// descent (random's pick), which reads nothing else.
 type minIndex struct {
 	n     int
 	size  int       // leaves: a power of two >= n
-	nodes []minNode // the tree: the root at 1, node p's children at 2p, 2p+1, position i's leaf at size+i
+	key   []float64 // per position; NaN: absent
+	best  []int32   // per node: its best position, -1 if none
 	count []int32   // per node: positions present
 	ex    []int     // scratch: a request's exclusions
 }
-
-// minNode is a node of minIndex: its best position, -1 if none, and that
-// position's key (NaN if none).
-type minNode struct {
-	key  float64
-	best int32
-}
-
-// noNode is a node with no position present.
-var noNode = minNode{key: math.NaN(), best: -1}
 
 func newMinIndex(n int) *minIndex {
 	size := 1
 	for size < n {
 		size *= 2
 	}
-	m := &minIndex{n: n, size: size, nodes: make([]minNode, 2*size), count: make([]int32, 2*size)}
-	for i := range m.nodes {
-		m.nodes[i] = noNode
+	m := &minIndex{n: n, size: size, key: make([]float64, n), best: make([]int32, 2*size), count: make([]int32, 2*size)}
+	for i := range m.key {
+		m.key[i] = math.NaN()
+	}
+	for i := range m.best {
+		m.best[i] = -1
 	}
 	return m
 }
 
-// better is the better of two nodes' best positions (best -1: none).
-func better(a, b minNode) minNode {
+// better is the better of two positions (-1: none).
+func (m *minIndex) better(a, b int32) int32 {
 	switch {
-	case a.best < 0:
+	case a < 0:
 		return b
-	case b.best < 0:
+	case b < 0:
 		return a
-	case b.key < a.key || (b.key == a.key && b.best < a.best):
+	case m.key[b] < m.key[a] || (m.key[b] == m.key[a] && b < a):
 		return b
 	}
 	return a
@@ -90,33 +77,31 @@ func (m *minIndex) set(i int, k float64, present bool) {
 		k = math.NaN()
 	}
 	node := m.size + i
-	if (m.count[node] == 1) == present && math.Float64bits(m.nodes[node].key) == math.Float64bits(k) {
+	if (m.count[node] == 1) == present && math.Float64bits(m.key[i]) == math.Float64bits(k) {
 		return // unchanged: the nodes above are what they would be recomputed
 	}
-	m.nodes[node], m.count[node] = minNode{key: k, best: -1}, 0
+	m.key[i] = k
+	m.best[node], m.count[node] = -1, 0
 	if present {
-		m.nodes[node].best, m.count[node] = int32(i), 1
+		m.best[node], m.count[node] = int32(i), 1
 	}
 	for node /= 2; node >= 1; node /= 2 {
-		m.nodes[node] = better(m.nodes[2*node], m.nodes[2*node+1])
+		m.best[node] = m.better(m.best[2*node], m.best[2*node+1])
 		m.count[node] = m.count[2*node] + m.count[2*node+1]
 	}
 }
 
 // min is the best present position in [lo, hi), -1 if none.
-func (m *minIndex) min(lo, hi int) int32 { return m.minOf(lo, hi).best }
-
-// minOf is min's node: the best present position in [lo, hi) and its key.
-func (m *minIndex) minOf(lo, hi int) minNode {
-	best := noNode
+func (m *minIndex) min(lo, hi int) int32 {
+	best := int32(-1)
 	for l, r := lo+m.size, hi+m.size; l < r; l, r = l/2, r/2 {
 		if l&1 == 1 {
-			best = better(best, m.nodes[l])
+			best = m.better(best, m.best[l])
 			l++
 		}
 		if r&1 == 1 {
 			r--
-			best = better(best, m.nodes[r])
+			best = m.better(best, m.best[r])
 		}
 	}
 	return best
@@ -124,12 +109,12 @@ func (m *minIndex) minOf(lo, hi int) minNode {
 
 // minExcept is the best present position outside the sorted positions ex.
 func (m *minIndex) minExcept(ex []int) int32 {
-	best, lo := noNode, 0
+	best, lo := int32(-1), 0
 	for _, e := range ex {
-		best = better(best, m.minOf(lo, e))
+		best = m.better(best, m.min(lo, e))
 		lo = e + 1
 	}
-	return better(best, m.minOf(lo, m.n)).best
+	return m.better(best, m.min(lo, m.n))
 }
 
 // nth is the k-th present position (from 0), -1 if there are not k+1.
