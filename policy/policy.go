@@ -12,33 +12,44 @@ import (
 )
 
 // View is a router's picture of one backend at pick time.
+//
+// Its field order follows the access pattern at thousands of backends,
+// where another backend's view is rarely in cache: what a stats message
+// writes (Capacity, Active, Waiting, Pending, MaxInputTPS, Signals, State,
+// Eligible) and what a pick reads first (those and Key) are its first 64
+// bytes (TestViewLayout), so a message touches one or two of the view's
+// cache lines, where those fields spread over 96 bytes touched two or
+// three. (Padding the view to 192 bytes, so that the 64 bytes are always
+// one line, measured no better: the views then take a third more memory,
+// and scans over them read more.)
 type View struct {
-	// Index is the backend's position in the views slice.
-	Index int
-	// Key is a stable hash of the backend's name, used by hashing policies.
-	Key uint64
 	// Capacity is the backend's maximum engine concurrency.
 	Capacity int
-	// CacheTokens is how many prompt tokens the backend's engines can keep
-	// cached in all (GPU KV and host tier, every GPU); zero: unknown. The
-	// prefix policy sizes its index by it.
-	CacheTokens int
 	// Active and Waiting come from the backend's latest stats.
 	Active, Waiting int
 	// Pending counts this router's dispatches the latest stats do not include.
 	Pending int
-	// Queued counts requests waiting at this router for this backend.
-	Queued int
 	// MaxInputTPS is the backend's measured maximum input tokens/s (0 if none yet).
 	MaxInputTPS float64
+	// Signals is the backend's latest telemetry report, nil if none.
+	Signals *telemetry.Signals
+	// Key is a stable hash of the backend's name, used by hashing policies.
+	Key uint64
 	// Eligible is false for a backend that must not take new requests.
 	Eligible bool
-
-	// The rest is filled by a router that tracks telemetry; policies that do
-	// not use it ignore it.
-
-	// State is the backend's lifecycle state (zero: not tracked, Ready).
+	// State is the backend's lifecycle state (zero: not tracked, Ready);
+	// filled, like the fields below, by a router that tracks telemetry
+	// (policies that do not use them ignore them).
 	State telemetry.State
+
+	// Index is the backend's position in the views slice.
+	Index int
+	// Queued counts requests waiting at this router for this backend.
+	Queued int
+	// CacheTokens is how many prompt tokens the backend's engines can keep
+	// cached in all (GPU KV and host tier, every GPU); zero: unknown. The
+	// prefix policy sizes its index by it.
+	CacheTokens int
 	// MaxModelLen is the longest request (prompt plus output tokens) the
 	// backend is known to accept, from its report or learned from its
 	// context-length errors; zero means unknown.
@@ -52,8 +63,6 @@ type View struct {
 	// byte), decayed as ErrorRate is: a signal the router has the moment
 	// the answer arrives, before any report shows the backend's queue.
 	Overload float64
-	// Signals is the backend's latest telemetry report, nil if none.
-	Signals *telemetry.Signals
 	// Path is this router's estimate of the network path to the backend.
 	Path telemetry.Path
 }

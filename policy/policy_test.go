@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stargate-llm/stargate/internal/cputime"
 	"github.com/stargate-llm/stargate/telemetry"
@@ -401,5 +402,29 @@ func BenchmarkPressureUpdate(b *testing.B) {
 				b.Fatal("no weight projected")
 			}
 		})
+	}
+}
+
+// TestViewLayout keeps what a stats message writes and a pick reads first
+// in a view's first 64 bytes (see View).
+func TestViewLayout(t *testing.T) {
+	var v View
+	for _, f := range []struct {
+		name     string
+		off, len uintptr
+	}{
+		{"Capacity", unsafe.Offsetof(v.Capacity), unsafe.Sizeof(v.Capacity)},
+		{"Active", unsafe.Offsetof(v.Active), unsafe.Sizeof(v.Active)},
+		{"Waiting", unsafe.Offsetof(v.Waiting), unsafe.Sizeof(v.Waiting)},
+		{"Pending", unsafe.Offsetof(v.Pending), unsafe.Sizeof(v.Pending)},
+		{"MaxInputTPS", unsafe.Offsetof(v.MaxInputTPS), unsafe.Sizeof(v.MaxInputTPS)},
+		{"Signals", unsafe.Offsetof(v.Signals), unsafe.Sizeof(v.Signals)},
+		{"Key", unsafe.Offsetof(v.Key), unsafe.Sizeof(v.Key)},
+		{"Eligible", unsafe.Offsetof(v.Eligible), unsafe.Sizeof(v.Eligible)},
+		{"State", unsafe.Offsetof(v.State), unsafe.Sizeof(v.State)},
+	} {
+		if f.off+f.len > 64 {
+			t.Errorf("View.%s ends at byte %d, want within the first 64", f.name, f.off+f.len)
+		}
 	}
 }

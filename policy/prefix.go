@@ -305,8 +305,8 @@ func (pp *Prefix) pickTree(t *rankTree, now time.Duration, r *Request, views []V
 	t.exclusions(r)
 	outstanding, capacity := t.sumOut, t.sumCap
 	for _, x := range t.ex {
-		outstanding -= t.out[x]
-		capacity -= t.capa[x]
+		outstanding -= t.back[x].out
+		capacity -= t.back[x].capa
 	}
 	limit := float64(outstanding)/float64(max(capacity, 1)) + pp.p.Prefix.LoadSlack
 	// Only the band's worth of holders is kept (the band's count stops at
@@ -321,7 +321,7 @@ func (pp *Prefix) pickTree(t *rankTree, now time.Duration, r *Request, views []V
 			return 0
 		}
 		m := pp.matched[id]
-		if m == 0 || !t.isElig[i] || t.excluded(int32(i)) || views[i].Utilization() > limit {
+		if m == 0 || !t.back[i].isElig || t.excluded(int32(i)) || views[i].Utilization() > limit {
 			return 0
 		}
 		return m

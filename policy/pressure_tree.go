@@ -152,7 +152,7 @@ func (pr *Pressure) Touched(views []View, i int) {
 	if pt == nil || pt.t.n != len(views) || i < 0 || i >= len(views) {
 		return
 	}
-	if views[i].Key != pt.t.key[i] { // not our views: start again
+	if views[i].Key != pt.t.back[i].key { // not our views: start again
 		pr.Track(views)
 		return
 	}

@@ -264,10 +264,10 @@ func TestPressureNextChangeHugeHalfLife(t *testing.T) {
 // sameRankTree reports how got differs from want, "" if in nothing.
 func sameRankTree(got, want *rankTree) string {
 	switch {
-	case !slices.Equal(got.w, want.w):
-		for i := range got.w {
-			if got.w[i] != want.w[i] {
-				return fmt.Sprintf("backend %d weighs %v, afresh %v", i, got.w[i], want.w[i])
+	case !slices.Equal(rankWeights(got), rankWeights(want)):
+		for i := range got.back {
+			if got.back[i].w != want.back[i].w {
+				return fmt.Sprintf("backend %d weighs %v, afresh %v", i, got.back[i].w, want.back[i].w)
 			}
 		}
 		return "backends differ"

@@ -77,21 +77,15 @@ type rankTree struct {
 	start []int32
 	mem   []int32
 	// Per backend, by position.
-	bucket []int32
-	key    []uint64
-	w      []float64 // its weight if eligible, else 0
-	isElig []bool
-	isFree []bool
-	hasTPS []bool
+	back []rankBackend
 	// unmeasured counts the eligible backends without a measured input TPS;
 	// measured is whether the weights are the measured ones (useTPS and
 	// unmeasured == 0).
 	unmeasured int
 	measured   bool
 	// The eligible backends' outstanding requests and capacities (at least
-	// 1 each), in all and per backend (0 if not eligible).
+	// 1 each), in all (each backend's: rankBackend).
 	sumOut, sumCap int
-	out, capa      []int
 	// ext, if set, holds the weights by position that the tree's owner
 	// keeps (pressure's placement weights) instead of the views' capacity
 	// or measured TPS; setWeight changes one.
@@ -103,6 +97,22 @@ type rankTree struct {
 	buf   []rankItem
 	cur   []int32
 	kids  [rankFan]int32
+}
+
+// rankBackend is what the rank tree keeps of one backend. A stats message
+// reads and writes all of it (touched) and a pick reads its key and
+// weight: in one struct of one 64-byte cache line, that is one miss per
+// backend at thousands of backends, where separate arrays by position cost
+// one each (TestRankBackendIsOneCacheLine).
+type rankBackend struct {
+	key uint64
+	w   float64 // its weight if eligible, else 0
+	// Its outstanding requests and capacity (at least 1) if it is
+	// eligible, else 0 (see rankTree.sumOut).
+	out, capa              int
+	bucket                 int32
+	isElig, isFree, hasTPS bool
+	_                      [25]byte // to 64 bytes
 }
 
 // rankItem is a node (or, if leaf, a backend's position) and its time, or
@@ -185,24 +195,17 @@ func (t *rankTree) build(views []View, useTPS bool) {
 	t.start = resize(t.start, buckets+1)
 	clear(t.start)
 	t.mem = resize(t.mem, n)
-	t.bucket = resize(t.bucket, n)
-	t.key = resize(t.key, n)
-	t.w = resize(t.w, n)
-	t.isElig = resize(t.isElig, n)
-	t.isFree = resize(t.isFree, n)
-	t.hasTPS = resize(t.hasTPS, n)
-	t.out = resize(t.out, n)
-	t.capa = resize(t.capa, n)
+	t.back = resize(t.back, n)
 	t.sumOut, t.sumCap = 0, 0
 	shift := 64 - rankBits*rankLevels
 	t.unmeasured = 0
 	for i := range views {
 		v := &views[i]
-		t.key[i] = v.Key
-		t.bucket[i] = int32(v.Key >> shift)
-		t.start[t.bucket[i]+1]++
-		t.isElig[i], t.isFree[i], t.hasTPS[i] = v.Eligible, v.Eligible && v.Free(), v.MaxInputTPS > 0
-		if v.Eligible && !t.hasTPS[i] {
+		t.back[i].key = v.Key
+		t.back[i].bucket = int32(v.Key >> shift)
+		t.start[t.back[i].bucket+1]++
+		t.back[i].isElig, t.back[i].isFree, t.back[i].hasTPS = v.Eligible, v.Eligible && v.Free(), v.MaxInputTPS > 0
+		if v.Eligible && !t.back[i].hasTPS {
 			t.unmeasured++
 		}
 		t.setLoad(i, v)
@@ -213,13 +216,13 @@ func (t *rankTree) build(views []View, useTPS bool) {
 	t.cur = resize(t.cur, buckets)
 	copy(t.cur, t.start)
 	for i := range views { // in increasing position within each bucket
-		k := t.bucket[i]
+		k := t.back[i].bucket
 		t.mem[t.cur[k]] = int32(i)
 		t.cur[k]++
 	}
 	t.measured = t.useTPS && t.unmeasured == 0
 	for i := range views {
-		t.w[i] = t.weight(&views[i], i)
+		t.back[i].w = t.weight(&views[i], i)
 	}
 	t.sumAll()
 }
@@ -248,8 +251,8 @@ func (t *rankTree) weight(v *View, i int) float64 {
 // ancestors; views[i] is the backend's view.
 func (t *rankTree) setWeight(views []View, i int, w float64) {
 	t.ext[i] = w
-	if nw := t.weight(&views[i], i); nw != t.w[i] {
-		t.w[i] = nw
+	if nw := t.weight(&views[i], i); nw != t.back[i].w {
+		t.back[i].w = nw
 		t.resum(i)
 	}
 }
@@ -273,11 +276,11 @@ func (t *rankTree) sumBucket(i int) {
 	var w float64
 	var e, f int32
 	for _, m := range t.mem[t.start[k]:t.start[k+1]] {
-		w += t.w[m]
-		if t.isElig[m] {
+		w += t.back[m].w
+		if t.back[m].isElig {
 			e++
 		}
-		if t.isFree[m] {
+		if t.back[m].isFree {
 			f++
 		}
 	}
@@ -301,17 +304,17 @@ func (t *rankTree) sumNode(l, i int) {
 // touched updates backend i from views[i].
 func (t *rankTree) touched(views []View, i int) {
 	v := &views[i]
-	if v.Key != t.key[i] { // not our views: start again
+	if v.Key != t.back[i].key { // not our views: start again
 		t.build(views, t.useTPS)
 		return
 	}
-	wasUnmeasured := t.isElig[i] && !t.hasTPS[i]
-	wasElig, wasFree := t.isElig[i], t.isFree[i]
-	t.isElig[i], t.isFree[i], t.hasTPS[i] = v.Eligible, v.Eligible && v.Free(), v.MaxInputTPS > 0
-	t.sumOut -= t.out[i]
-	t.sumCap -= t.capa[i]
+	wasUnmeasured := t.back[i].isElig && !t.back[i].hasTPS
+	wasElig, wasFree := t.back[i].isElig, t.back[i].isFree
+	t.back[i].isElig, t.back[i].isFree, t.back[i].hasTPS = v.Eligible, v.Eligible && v.Free(), v.MaxInputTPS > 0
+	t.sumOut -= t.back[i].out
+	t.sumCap -= t.back[i].capa
 	t.setLoad(i, v)
-	if isUnmeasured := t.isElig[i] && !t.hasTPS[i]; isUnmeasured != wasUnmeasured {
+	if isUnmeasured := t.back[i].isElig && !t.back[i].hasTPS; isUnmeasured != wasUnmeasured {
 		if isUnmeasured {
 			t.unmeasured++
 		} else {
@@ -321,25 +324,25 @@ func (t *rankTree) touched(views []View, i int) {
 	if m := t.useTPS && t.unmeasured == 0; m != t.measured { // every weight changes
 		t.measured = m
 		for j := range views {
-			t.w[j] = t.weight(&views[j], j)
+			t.back[j].w = t.weight(&views[j], j)
 		}
 		t.sumAll()
 		return
 	}
 	nw := t.weight(v, i)
-	if nw == t.w[i] && wasElig == t.isElig[i] && wasFree == t.isFree[i] {
+	if nw == t.back[i].w && wasElig == t.back[i].isElig && wasFree == t.back[i].isFree {
 		// Nothing the nodes sum changed (most stats messages at a steady
 		// load): the ancestors, recomputed from the same members, would
 		// come out the same.
 		return
 	}
-	t.w[i] = nw
+	t.back[i].w = nw
 	t.resum(i)
 }
 
 // resum recomputes the sums of backend i's ancestors.
 func (t *rankTree) resum(i int) {
-	node := rankOff[rankLevels] + int(t.bucket[i])
+	node := rankOff[rankLevels] + int(t.back[i].bucket)
 	t.sumBucket(node)
 	for l := rankLevels - 1; l >= 0; l-- {
 		node = rankOff[l] + (node-rankOff[l+1])/rankFan
@@ -350,12 +353,12 @@ func (t *rankTree) resum(i int) {
 // setLoad records backend i's outstanding requests and capacity (v's if
 // it is eligible, else 0) and adds them to the sums.
 func (t *rankTree) setLoad(i int, v *View) {
-	t.out[i], t.capa[i] = 0, 0
+	t.back[i].out, t.back[i].capa = 0, 0
 	if v.Eligible {
-		t.out[i], t.capa[i] = v.Outstanding(), max(v.Capacity, 1)
+		t.back[i].out, t.back[i].capa = v.Outstanding(), max(v.Capacity, 1)
 	}
-	t.sumOut += t.out[i]
-	t.sumCap += t.capa[i]
+	t.sumOut += t.back[i].out
+	t.sumCap += t.back[i].capa
 }
 
 // timeOf is backend i's time in the session's race (see rankTree): the
@@ -370,7 +373,7 @@ func (t *rankTree) timeOf(session uint64, i int) float64 {
 		if l == rankLevels {
 			want = int32(i)
 		} else {
-			want = int32(rankOff[l+1] + int(t.key[i]>>shift>>(rankBits*(rankLevels-l-1))))
+			want = int32(rankOff[l+1] + int(t.back[i].key>>shift>>(rankBits*(rankLevels-l-1))))
 		}
 		out, _ := t.children(session, l, node, T, false)
 		for _, c := range out {
@@ -391,7 +394,7 @@ func (t *rankTree) timeOf(session uint64, i int) float64 {
 func (t *rankTree) exclusions(r *Request) bool {
 	ex := t.ex[:0]
 	for _, x := range r.Exclude {
-		if x >= 0 && x < t.n && t.isElig[x] {
+		if x >= 0 && x < t.n && t.back[x].isElig {
 			ex = append(ex, x)
 		}
 	}
@@ -436,7 +439,7 @@ func hashLow(session, key uint64, w float64) float64 {
 // position if leaf).
 func (t *rankTree) childKey(c int32, leaf bool) (uint64, float64) {
 	if leaf {
-		return t.key[c], t.w[c]
+		return t.back[c].key, t.back[c].w
 	}
 	return rankNodeKey[c], t.wsum[c]
 }
@@ -477,7 +480,7 @@ func (t *rankTree) children(session uint64, l, i int, T float64, freeOnly bool) 
 		var w float64
 		var hasFree bool
 		if leaf {
-			key, w, hasFree = t.key[id], t.w[id], t.isFree[id]
+			key, w, hasFree = t.back[id].key, t.back[id].w, t.back[id].isFree
 		} else {
 			key, w, hasFree = rankNodeKey[id], t.wsum[id], t.free[id] > 0
 		}
@@ -529,11 +532,11 @@ func (t *rankTree) winner(session uint64, l, i int) int32 {
 	if l == rankLevels {
 		k := i - rankOff[l]
 		for _, m := range t.mem[t.start[k]:t.start[k+1]] {
-			w := t.w[m]
-			if w == 0 || hashLow(session, t.key[m], w) > lo {
+			w := t.back[m].w
+			if w == 0 || hashLow(session, t.back[m].key, w) > lo {
 				continue
 			}
-			if x := hashTime(session, t.key[m], w); x < lo || (x == lo && m < win) {
+			if x := hashTime(session, t.back[m].key, w); x < lo || (x == lo && m < win) {
 				lo, win = x, m
 			}
 		}
@@ -708,7 +711,7 @@ func (t *rankTree) holdsExcluded(l, i int) bool {
 	}
 	shift := 64 - rankBits*l
 	for _, x := range t.ex {
-		if int(t.key[x]>>shift) == i-rankOff[l] {
+		if int(t.back[x].key>>shift) == i-rankOff[l] {
 			return true
 		}
 	}

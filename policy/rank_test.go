@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stargate-llm/stargate/internal/cputime"
 )
@@ -31,8 +32,8 @@ func refTimes(t *rankTree, session uint64) []float64 {
 		if l == rankLevels {
 			k := i - rankOff[l]
 			for _, m := range t.mem[t.start[k]:t.start[k+1]] {
-				if t.isElig[m] {
-					kids = append(kids, child{int(m), hashTime(session, t.key[m], t.w[m])})
+				if t.back[m].isElig {
+					kids = append(kids, child{int(m), hashTime(session, t.back[m].key, t.back[m].w)})
 				}
 			}
 		} else {
@@ -144,10 +145,19 @@ func sameTree(got *rankTree, views []View) string {
 		return "node weights differ"
 	case !slices.Equal(got.elig, want.elig) || !slices.Equal(got.free, want.free):
 		return "node counts differ"
-	case !slices.Equal(got.w, want.w) || !slices.Equal(got.mem, want.mem):
+	case !slices.Equal(rankWeights(got), rankWeights(&want)) || !slices.Equal(got.mem, want.mem):
 		return "backends differ"
 	}
 	return ""
+}
+
+// rankWeights is each backend's weight in t, by position.
+func rankWeights(t *rankTree) []float64 {
+	w := make([]float64, len(t.back))
+	for i := range t.back {
+		w[i] = t.back[i].w
+	}
+	return w
 }
 
 // TestRankTreeExact: above rankFlatMax, pulsar-waw's pick and Watch over
@@ -341,7 +351,7 @@ func TestRankTreeShares(t *testing.T) {
 func pathOf(t *rankTree, i int) []int {
 	path := []int{0}
 	for l := 1; l <= rankLevels; l++ {
-		path = append(path, rankOff[l]+int(t.key[i]>>(64-rankBits*l)))
+		path = append(path, rankOff[l]+int(t.back[i].key>>(64-rankBits*l)))
 	}
 	return path
 }
@@ -636,5 +646,13 @@ func TestRankTreeJoinLeave(t *testing.T) {
 					len(change.before), len(change.after), share, least, limit)
 			}
 		}
+	}
+}
+
+// TestRankBackendIsOneCacheLine keeps what a stats message touches of a
+// backend in the rank tree in one 64-byte line (see rankBackend).
+func TestRankBackendIsOneCacheLine(t *testing.T) {
+	if n := unsafe.Sizeof(rankBackend{}); n != 64 {
+		t.Errorf("rankBackend is %d bytes, want 64 (one cache line)", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stargate-llm/stargate/gateway"
 	"github.com/stargate-llm/stargate/policy"
@@ -194,5 +195,13 @@ func TestLearnedLimitNeedsEvidence(t *testing.T) {
 	r.OnResult(0, 0, Result{Kind: TooLong, Tokens: 5000, Limit: 4096})
 	if got := r.Backends(0)[0]; got.MaxModelLen != 4096 {
 		t.Fatalf("a consistent refusal: max_model_len %d, want 4096", got.MaxModelLen)
+	}
+}
+
+// TestLifecycleIsOneCacheLine keeps what a stats message reads of a
+// backend's router state in one 64-byte line (see lifecycle).
+func TestLifecycleIsOneCacheLine(t *testing.T) {
+	if n := unsafe.Sizeof(lifecycle{}); n != 64 {
+		t.Errorf("lifecycle is %d bytes, want 64 (one cache line)", n)
 	}
 }

@@ -128,7 +128,7 @@ func TestPressureTreeThroughRouter(t *testing.T) {
 				for j, r := range both {
 					st := st
 					pos, _ := r.position(b)
-					st.Received = []uint64{r.dispatched[pos]}
+					st.Received = []uint64{r.life[pos].dispatched}
 					outs[j] = r.OnStats(now, &st, outs[j][:0])
 				}
 				if !slices.Equal(outs[0], outs[1]) {

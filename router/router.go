@@ -110,14 +110,11 @@ type Router struct {
 	pol policy.Policy
 	// Per backend, by position (the policy's view index): positions move
 	// when a backend is removed; IDs do not.
-	ids        []BackendID
-	names      []string
-	models     [][]string
-	views      []policy.View
-	lastSeq    []uint64
-	dispatched []uint64
-	life       []lifecycle
-	evidence   []evidence
+	names    []string
+	models   [][]string
+	views    []policy.View
+	life     []lifecycle // each backend's ID, sequence, dispatches and lifecycle: one cache line
+	evidence []evidence
 	// errTracked counts the backends whose error rate or overload share is
 	// tracked (lifecycle.errTracked, overTracked): with none, a pick
 	// refreshes neither.
@@ -222,14 +219,11 @@ func (r *Router) append(now time.Duration, b Backend) BackendID {
 	if _, dup := r.byName[b.Name]; !dup { // the first of two with one name, as Lookup found it
 		r.byName[b.Name] = id
 	}
-	r.ids = append(r.ids, id)
 	r.names = append(r.names, b.Name)
 	r.models = append(r.models, slices.Clone(b.Models))
 	r.views = append(r.views, policy.View{Index: i, Key: policy.KeyOf(b.Name), Capacity: b.Capacity, CacheTokens: b.CacheTokens, Eligible: true,
 		State: telemetry.Ready, MaxModelLen: b.MaxModelLen})
-	r.lastSeq = append(r.lastSeq, 0)
-	r.dispatched = append(r.dispatched, 0)
-	r.life = append(r.life, lifecycle{adminOK: true, state: telemetry.Ready, since: now, heard: now, advertised: b.MaxModelLen})
+	r.life = append(r.life, lifecycle{id: id, adminOK: true, state: telemetry.Ready, since: now, heard: now, advertised: b.MaxModelLen, limit: b.MaxModelLen})
 	r.evidence = append(r.evidence, evidence{errs: telemetry.ErrorRate{HalfLife: r.cfg.errorHalfLife()},
 		overloads: telemetry.ErrorRate{HalfLife: DefaultOverloadHalfLife}, path: telemetry.PathEstimator{Stale: r.cfg.PathStale}})
 	return id
@@ -238,7 +232,7 @@ func (r *Router) append(now time.Duration, b Backend) BackendID {
 // position is backend id's current position; ok is false for an ID the
 // router does not know (never given, or removed).
 func (r *Router) position(id BackendID) (int, bool) {
-	if id < BackendID(len(r.ids)) && r.ids[id] == id { // no backend removed before it
+	if id < BackendID(len(r.life)) && r.life[id].id == id { // no backend removed before it
 		return int(id), true
 	}
 	i, ok := r.pos[id]
@@ -294,24 +288,21 @@ func (r *Router) Remove(now time.Duration, id BackendID, out []Outcome) ([]Outco
 		delete(r.byName, name)
 		for i, n := range r.names { // another backend of that name, if any, is found now
 			if i != p && n == name {
-				r.byName[n] = r.ids[i]
+				r.byName[n] = r.life[i].id
 				break
 			}
 		}
 	}
-	r.ids = slices.Delete(r.ids, p, p+1)
 	r.names = slices.Delete(r.names, p, p+1)
 	r.models = slices.Delete(r.models, p, p+1)
 	r.views = slices.Delete(r.views, p, p+1)
-	r.lastSeq = slices.Delete(r.lastSeq, p, p+1)
-	r.dispatched = slices.Delete(r.dispatched, p, p+1)
 	if r.evidence[p].errTracked || r.evidence[p].overTracked {
 		r.errTracked--
 	}
 	r.life = slices.Delete(r.life, p, p+1)
 	r.evidence = slices.Delete(r.evidence, p, p+1)
-	for i := p; i < len(r.ids); i++ {
-		r.pos[r.ids[i]] = i
+	for i := p; i < len(r.life); i++ {
+		r.pos[r.life[i].id] = i
 		r.views[i].Index = i
 	}
 	r.membershipChanged(func(i int) int {
@@ -357,7 +348,7 @@ func (r *Router) Restarted(id BackendID) error {
 	if !ok {
 		return fmt.Errorf("%w: %d", ErrNoBackend, id)
 	}
-	r.lastSeq[p], r.dispatched[p], r.views[p].Pending = 0, 0, 0
+	r.life[p].lastSeq, r.life[p].dispatched, r.views[p].Pending = 0, 0, 0
 	r.gen++ // a slot may be free
 	r.touch(p)
 	return nil
@@ -375,7 +366,7 @@ func (r *Router) Advertise(now time.Duration, id BackendID, maxModelLen int) err
 }
 
 // ID is the ID of the backend at position i of Views.
-func (r *Router) ID(i int) BackendID { return r.ids[i] }
+func (r *Router) ID(i int) BackendID { return r.life[i].id }
 
 // Policy returns the router's policy.
 func (r *Router) Policy() policy.Policy { return r.pol }
@@ -487,10 +478,10 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 	out := Decision{Kind: d.Kind, Backend: NoBackend, Until: d.Until, Reason: d.Reason}
 	switch d.Kind {
 	case policy.Dispatch:
-		r.dispatched[d.Backend]++
+		r.life[d.Backend].dispatched++
 		r.views[d.Backend].Pending++
 		r.touch(d.Backend)
-		out.Backend = r.ids[d.Backend]
+		out.Backend = r.life[d.Backend].id
 	case policy.Wait:
 		if d.Backend < 0 || d.Backend >= len(r.views) {
 			return Decision{Kind: policy.Reject, Backend: NoBackend, Reason: fmt.Sprintf("policy %s queued at backend %d, which does not exist", r.pol.Name(), d.Backend)}
@@ -501,7 +492,7 @@ func (r *Router) decide(now time.Duration, w *waiter) Decision {
 			r.touch(d.Backend)
 		}
 		w.until = max(d.Until, now+time.Millisecond)
-		out.Backend = r.ids[d.Backend]
+		out.Backend = r.life[d.Backend].id
 	}
 	return out
 }
@@ -531,8 +522,8 @@ func (r *Router) OthersFitModel(id BackendID, tokens int, model string) bool {
 // count it.
 func (r *Router) Undispatch(id BackendID) {
 	backend, ok := r.position(id)
-	if ok && r.dispatched[backend] > 0 {
-		r.dispatched[backend]--
+	if ok && r.life[backend].dispatched > 0 {
+		r.life[backend].dispatched--
 		r.views[backend].Pending = max(r.views[backend].Pending-1, 0)
 		r.gen++ // a slot may be free
 		r.touch(backend)
@@ -547,15 +538,19 @@ func (r *Router) Undispatch(id BackendID) {
 // cost that does not grow with the fleet.
 func (r *Router) OnStats(now time.Duration, st *gateway.Stats, out []Outcome) []Outcome {
 	b, ok := r.position(BackendID(st.Backend))
-	if ok && r.life[b].refused { // it answers again (see Refused)
-		r.life[b].refused = false
-		r.SetEligible(r.ids[b], true)
+	if !ok || st.Backend < 0 {
+		return out
 	}
-	if st.Backend < 0 || !ok || st.Seq <= r.lastSeq[b] {
+	l := &r.life[b]
+	if l.refused { // it answers again (see Refused)
+		l.refused = false
+		r.SetEligible(l.id, true)
+	}
+	if st.Seq <= l.lastSeq {
 		return out
 	}
 	r.Expire(now)
-	r.lastSeq[b] = st.Seq
+	l.lastSeq = st.Seq
 	v := &r.views[b]
 	if c := max(st.Capacity, 1); c != v.Capacity {
 		r.gen++
@@ -568,7 +563,7 @@ func (r *Router) OnStats(now time.Duration, st *gateway.Stats, out []Outcome) []
 	if r.id < len(st.Received) {
 		received = st.Received[r.id]
 	}
-	v.Pending = int(r.dispatched[b] - min(received, r.dispatched[b]))
+	v.Pending = int(l.dispatched - min(received, l.dispatched))
 	r.heard(now, b, st.Signals) // touches b (update)
 	if len(r.waiters) == 0 || !v.Free() {
 		return out
