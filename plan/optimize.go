@@ -168,8 +168,9 @@ const MaxVerifySteps = 40
 // Verify searches, with the DES at rate lambda, for the smallest fleet near
 // candidate c's sizes that meets the P99 TTFT target: it grows the pool
 // whose P99 is worst (by an eighth, at least one instance) until the fleet
-// meets the target, then removes one instance from a pool at a time while
-// the fleet still meets it. The result meets the target and every fleet
+// meets the target, then shrinks each pool, most expensive first, while the
+// fleet still meets it (shrinkPool: one instance at a time up to 16, by
+// doubling steps and a bisection above). The result meets the target and every fleet
 // with one instance fewer in one pool misses it (both in the DES with the
 // planner's seeds).
 func (pl *Planner) Verify(ctx context.Context, c Candidate, lambda float64) (*Verified, error) {
@@ -283,14 +284,15 @@ func (pl *Planner) Verify(ctx context.Context, c Candidate, lambda float64) (*Ve
 
 // shrinkPool is one pool's step of Verify's shrink. One fewer is tried
 // first; above gallopAbove instances, while that passes the step doubles
-// (2, 4, 8 fewer ...) and a bisection between the last count that passed
+// (n-1, then 2, 4, 8 ... fewer than the last count that passed) and a bisection between the last count that passed
 // and the first that missed ends it, so a pool of thousands of instances
 // costs a few DES runs, not one per instance. A pool of gallopAbove or
 // fewer shrinks one at a time (Verify then starts again from the most
-// expensive pool), as the planner always did. From n instances,
-// whose fleet passed with e, the fewest that try reports passing (try(m)
-// evaluates the fleet with m instances in the pool) and that fleet's Eval;
-// missed is one fewer's Eval when that missed (nil if it passed).
+// expensive pool), as the planner always did. From n instances, whose
+// fleet passed with e, it returns the fewest that try reports passing
+// (try(m) evaluates the fleet with m instances in the pool) and that
+// fleet's Eval, and missed, one fewer's Eval when that missed (nil if it
+// passed).
 func shrinkPool(n int, e *Eval, try func(m int) (*Eval, error)) (pass int, passEval, missed *Eval, err error) {
 	pass, passEval, miss := n, e, 0 // miss 0: no count known to miss yet
 	for step := 1; pass > 1; step *= 2 {

@@ -60,7 +60,8 @@ type Pool struct {
 
 // PoolRouter, set in Config.PoolRouter, picks the pool of each request of
 // Config.Requests in place of the length rule (PoolFor). It is called once
-// per attempt, at the router, with each pool's load at that instant; it must
+// per attempt, at the router, with each pool's load at that instant (nil
+// loads for a router whose ReadsLoads, see PoolLoadReader, is false); it must
 // be deterministic and is used by one run only.
 type PoolRouter interface {
 	// Pool is the pool of request i of Config.Requests, sent as turn t, with

@@ -2,7 +2,8 @@
 // live services run (engine workers, cluster picker, gateway admission,
 // router and policy, workload, client rules, metrics) on a virtual clock.
 //
-// Events sit in a 4-ary heap ordered by (time, kind, sequence number), so
+// Events sit in a calendar queue (half-millisecond buckets over the next few
+// seconds, a 4-ary heap beyond) ordered by (time, kind, sequence number), so
 // simultaneous events always run in the same order and the same configuration
 // and seed give the same result, byte for byte.
 //

@@ -241,10 +241,13 @@ func (q *eventQueue) migrate() {
 func sortLatestFirst(h []slot) {
 	if len(h) > 24 {
 		slices.SortFunc(h, func(a, b slot) int {
-			if b.before(a.order) {
+			switch {
+			case b.before(a.order):
 				return -1
+			case a.before(b.order):
+				return 1
 			}
-			return 1 // orders are never equal
+			return 0 // orders are unique; never reached
 		})
 		return
 	}

@@ -6,8 +6,10 @@ package sim
 // entity's event leaves the old slot in the queue, which drops it when it
 // comes to the front (its key is no longer the entity's), and removing one
 // only forgets its key. (The entity's pending event is kept apart too, for
-// pending: its node may be far away in the slab.) A pending timer costs one push and one pop, as an
-// event does, where an indexed heap of timers sifted on every move.
+// pending: its node may be far away in the slab.) A pending timer costs one
+// push and one pop, as an event does, where an indexed heap of timers sifted
+// on every move. A moved timer's old node stays in the queue until its time:
+// memory and a pop, not a change of order.
 type timerSet struct {
 	q *eventQueue // holds the entities' events and keys
 }
