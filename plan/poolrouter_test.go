@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -579,6 +580,30 @@ func TestLoadBlindRoutersIgnoreLoad(t *testing.T) {
 		}
 		if !blind && moved == 0 {
 			t.Errorf("%s reads loads but no route of 2000 moved with them", spec)
+		}
+	}
+}
+
+// loadFed hides a router's LoadBlind mark, so the DES sums and passes the
+// pools' loads to it.
+type loadFed struct{ PoolRouter }
+
+// TestDESLoadBlindSkipsOnlyTheSum runs the DES with blind routers as they
+// is (no loads summed) and with the loads fed to it: the same picks and the
+// same turn records, so skipping the sum changes nothing but its cost.
+func TestDESLoadBlindSkipsOnlyTheSum(t *testing.T) {
+	pl := chatPlanner(t, 10, nil)
+	f := chatFleet(t, 3, 3)
+	// (compress-and-route is left out: the wrapper would hide its Compressor.)
+	for _, spec := range []string{"length", "random", "semantic:code=long,prose=short"} {
+		r := mustRouter(t, spec)
+		blind, _, blindRes := desRun(t, pl, f, 10, r)
+		fed, _, fedRes := desRun(t, pl, f, 10, loadFed{r})
+		if blind.ReadsLoads() || !fed.ReadsLoads() {
+			t.Fatalf("%s: ReadsLoads %v with the mark and %v without", spec, blind.ReadsLoads(), fed.ReadsLoads())
+		}
+		if len(blindRes.Records) == 0 || !slices.Equal(blind.picked, fed.picked) || !slices.Equal(blindRes.Records, fedRes.Records) {
+			t.Errorf("%s: %d records; picks or records differ with the loads fed", spec, len(blindRes.Records))
 		}
 	}
 }
