@@ -65,7 +65,8 @@ type Pool struct {
 // be deterministic and is used by one run only.
 type PoolRouter interface {
 	// Pool is the pool of request i of Config.Requests, sent as turn t, with
-	// loads[p] pool p's load; -1 fails the request at once as too long. The
+	// loads[p] pool p's load (the slice is the simulator's, good for the
+	// call only); -1 fails the request at once as too long. The
 	// returned output, if positive and below t's, replaces it: the pool's
 	// engines stop the answer at their max context (a truncated answer).
 	Pool(now time.Duration, i int, t workload.Turn, loads []PoolLoad) (pool, output int)

@@ -37,14 +37,12 @@ func (s *simulation) poolFor(ss *session) int {
 		return 0
 	}
 	if s.cfg.PoolRouter != nil && ss.req != nil {
-		var loads []PoolLoad
-		if lr, ok := s.cfg.PoolRouter.(PoolLoadReader); !ok || lr.ReadsLoads() {
-			loads = make([]PoolLoad, len(s.cfg.Pools))
-			for p, members := range s.members {
-				for _, b := range members {
-					loads[p].Active += s.backends[b].gw.Active()
-					loads[p].Queued += s.backends[b].gw.Waiting()
-				}
+		loads := s.poolLoads // nil for a router that never reads them
+		clear(loads)
+		for p := range loads {
+			for _, b := range s.members[p] {
+				loads[p].Active += s.backends[b].gw.Active()
+				loads[p].Queued += s.backends[b].gw.Waiting()
 			}
 		}
 		p, out := s.cfg.PoolRouter.Pool(s.now, ss.reqIndex, ss.prompt, loads)

@@ -87,6 +87,9 @@ type simulation struct {
 	// local[b] is backend b's index in its pool.
 	members [][]int
 	local   []int
+	// poolLoads holds each pool's load for the pool router, refilled per
+	// request; nil when the router never reads loads (PoolLoadReader).
+	poolLoads []PoolLoad
 	// models are the models any backend names, sorted (none: sessions name
 	// no model).
 	models []string
@@ -168,6 +171,9 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 	for i, spec := range cfg.Backends {
 		s.local[i] = len(s.members[spec.Pool])
 		s.members[spec.Pool] = append(s.members[spec.Pool], i)
+	}
+	if lr, ok := cfg.PoolRouter.(PoolLoadReader); cfg.PoolRouter != nil && (!ok || lr.ReadsLoads()) {
+		s.poolLoads = make([]PoolLoad, len(cfg.Pools))
 	}
 	pbs := make([][]policy.Backend, pools)
 	rbs := make([][]router.Backend, pools)
