@@ -262,18 +262,20 @@ func sortLatestFirst(h []slot) {
 	}
 }
 
-// head is the earliest event's order; the queue must not be empty.
-func (q *eventQueue) head() order {
-	q.settle()
-	return q.near[len(q.near)-1].order
+// front is near's index of the earliest event; the queue must not be empty.
+func (q *eventQueue) front() int {
+	if !q.settle() {
+		panic("sim: the event queue is empty") // the loop checks len first
+	}
+	return len(q.near) - 1
 }
+
+// head is the earliest event's order; the queue must not be empty.
+func (q *eventQueue) head() order { return q.near[q.front()].order }
 
 // pop removes and returns the earliest event; the queue must not be empty.
 func (q *eventQueue) pop() event {
-	if !q.settle() {
-		return event{}
-	}
-	n := len(q.near) - 1
+	n := q.front()
 	i := q.near[n].i
 	q.near = q.near[:n]
 	q.live--
