@@ -25,10 +25,26 @@ type Tracker interface {
 	Touched(views []View, i int)
 }
 
+// Prefetcher is a Tracker that can read ahead, changing nothing, the
+// per-backend state Touched(views, i) reads first, returning a value
+// derived from it that the caller keeps so the read is not dropped. A
+// router delivering a batch of stats messages asks for every message's
+// backend before it touches any, so the cache misses overlap (see
+// router.Router.Prefetch).
+type Prefetcher interface {
+	Prefetch(i int) uint64
+}
+
 var (
-	_ Tracker = (*Random)(nil)
-	_ Tracker = (*LeastRequest)(nil)
-	_ Tracker = (*WaW)(nil)
+	_ Prefetcher = (*Random)(nil)
+	_ Prefetcher = (*LeastRequest)(nil)
+	_ Prefetcher = (*WaW)(nil)
+	_ Prefetcher = (*PulsarWaW)(nil)
+	_ Prefetcher = (*Prefix)(nil)
+	_ Prefetcher = (*Pressure)(nil)
+	_ Tracker    = (*Random)(nil)
+	_ Tracker    = (*LeastRequest)(nil)
+	_ Tracker    = (*WaW)(nil)
 )
 
 // minIndex keeps, over positions 0..n-1, the present position with the
@@ -149,6 +165,14 @@ func indexOver(views []View, key func(*View) float64) *minIndex {
 // tracked reports whether m indexes views.
 func (m *minIndex) tracked(views []View) bool { return m != nil && m.n == len(views) }
 
+// prefetch reads position i's key and leaf (see Prefetcher).
+func (m *minIndex) prefetch(i int) uint64 {
+	if m == nil || i < 0 || i >= m.n {
+		return 0
+	}
+	return math.Float64bits(m.key[i]) + uint64(m.count[m.size+i])
+}
+
 // strictExclusions returns the request's excluded positions that are
 // present, sorted and without repeats, in buf, and whether some present
 // position is not excluded (eligible's strict mode).
@@ -171,6 +195,9 @@ func utilizationKey(v *View) float64 { return v.Utilization() }
 
 // Track implements Tracker.
 func (p *Random) Track(views []View) { p.idx = indexOver(views, outstandingKey) }
+
+// Prefetch implements Prefetcher.
+func (p *Random) Prefetch(i int) uint64 { return p.idx.prefetch(i) }
 
 // Touched implements Tracker.
 func (p *Random) Touched(views []View, i int) {
@@ -207,6 +234,9 @@ func (p *Random) pickIndexed(r *Request) Decision {
 // Track implements Tracker.
 func (p *LeastRequest) Track(views []View) { p.idx = indexOver(views, outstandingKey) }
 
+// Prefetch implements Prefetcher.
+func (p *LeastRequest) Prefetch(i int) uint64 { return p.idx.prefetch(i) }
+
 // Touched implements Tracker.
 func (p *LeastRequest) Touched(views []View, i int) {
 	if p.idx.tracked(views) {
@@ -227,6 +257,9 @@ func leastIndexed(idx *minIndex, r *Request) int {
 
 // Track implements Tracker: the index of the overflow's utilizations.
 func (w *WaW) Track(views []View) { w.idx = indexOver(views, utilizationKey) }
+
+// Prefetch implements Prefetcher.
+func (w *WaW) Prefetch(i int) uint64 { return w.idx.prefetch(i) }
 
 // Touched implements Tracker.
 func (w *WaW) Touched(views []View, i int) {

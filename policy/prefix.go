@@ -183,6 +183,9 @@ func (pp *Prefix) SetBackends(backends []Backend, from []int) {
 // backends above rankFlatMax.
 func (pp *Prefix) Track(views []View) { pp.pw.Track(views) }
 
+// Prefetch implements Prefetcher.
+func (pp *Prefix) Prefetch(i int) uint64 { return pp.pw.Prefetch(i) }
+
 // Touched implements Tracker.
 func (pp *Prefix) Touched(views []View, i int) { pp.pw.Touched(views, i) }
 

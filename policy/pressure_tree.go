@@ -146,6 +146,14 @@ func (pr *Pressure) Track(views []View) {
 	}
 }
 
+// Prefetch implements Prefetcher.
+func (pr *Pressure) Prefetch(i int) uint64 {
+	if pr.tree == nil {
+		return 0
+	}
+	return pr.tree.t.prefetch(i)
+}
+
 // Touched implements Tracker: views[i] is rescored at the next pick.
 func (pr *Pressure) Touched(views []View, i int) {
 	pt := pr.tree

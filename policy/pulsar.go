@@ -152,6 +152,9 @@ func (pw *PulsarWaW) Track(views []View) {
 	pw.tree.build(views, pw.p.Weight != WeightCapacity)
 }
 
+// Prefetch implements Prefetcher.
+func (pw *PulsarWaW) Prefetch(i int) uint64 { return pw.tree.prefetch(i) }
+
 // Touched implements Tracker.
 func (pw *PulsarWaW) Touched(views []View, i int) {
 	if pw.tree != nil && pw.tree.n == len(views) {

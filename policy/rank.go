@@ -301,6 +301,14 @@ func (t *rankTree) sumNode(l, i int) {
 	t.wsum[i], t.elig[i], t.free[i] = w, e, f
 }
 
+// prefetch reads backend i's entry (see Prefetcher).
+func (t *rankTree) prefetch(i int) uint64 {
+	if t == nil || i < 0 || i >= len(t.back) {
+		return 0
+	}
+	return t.back[i].key
+}
+
 // touched updates backend i from views[i].
 func (t *rankTree) touched(views []View, i int) {
 	v := &views[i]

@@ -71,6 +71,8 @@ type simulation struct {
 	// scratch list of backends).
 	inbound    []inbox
 	dueScratch []int32
+	// prefetched sums what prefetch read; nothing reads it.
+	prefetched uint64
 	// freeMsgs are stats messages no region reads any more, for reuse.
 	freeMsgs []*message
 	// droppedAttempts were dropped during the event in hand; freeAttempts,

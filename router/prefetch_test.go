@@ -1,0 +1,74 @@
+package router
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/policy"
+)
+
+// TestPrefetchChangesNothing feeds two routers of every policy the same
+// stats and requests, one of them calling Prefetch for every backend (and
+// for IDs it does not know) before each message, across the tree threshold:
+// their views, lifecycles and picks must stay equal.
+func TestPrefetchChangesNothing(t *testing.T) {
+	reg := policy.NewRegistry()
+	for _, name := range reg.Names() {
+		for _, n := range []int{5, 300} {
+			t.Run(fmt.Sprintf("%s/%d", name, n), func(t *testing.T) {
+				mk := func() *Router {
+					bs := make([]policy.Backend, n)
+					rb := make([]Backend, n)
+					for i := range bs {
+						bs[i] = policy.Backend{Name: fmt.Sprint("b", i), Key: policy.KeyOf(fmt.Sprint("b", i))}
+						rb[i] = Backend{Name: bs[i].Name, Capacity: 4}
+					}
+					p, err := reg.New(name, policy.DefaultParams(), bs, rand.New(rand.NewPCG(1, 2)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					r, err := New(0, p, rb)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return r
+				}
+				plain, warm := mk(), mk()
+				rng := rand.New(rand.NewPCG(3, 4))
+				seq := make([]uint64, n)
+				for step := range 2000 {
+					now := ms * (1 + time.Duration(step))
+					if step%3 == 0 {
+						s := rng.Uint64N(50)
+						a, b := plain.route(now, uint64(step), s), warm.route(now, uint64(step), s)
+						if a != b {
+							t.Fatalf("step %d: pick %+v without Prefetch, %+v with", step, a, b)
+						}
+						continue
+					}
+					b := rng.IntN(n)
+					seq[b]++
+					st := gateway.Stats{Backend: b, Seq: seq[b], Capacity: 4, Active: rng.IntN(5), Waiting: rng.IntN(3),
+						MaxInputTPS: float64(rng.IntN(3)) * 1000, Received: []uint64{uint64(step)}}
+					var x uint64
+					for _, id := range []BackendID{BackendID(b), BackendID(rng.IntN(n)), BackendID(n), NoBackend} {
+						x += warm.Prefetch(id)
+					}
+					if got := warm.Prefetch(BackendID(n + 7)); got != 0 {
+						t.Fatalf("Prefetch of an unknown backend = %d, want 0", got)
+					}
+					_ = x
+					plain.OnStats(now, &st, nil)
+					warm.OnStats(now, &st, nil)
+				}
+				if !slices.Equal(plain.views, warm.views) || !slices.Equal(plain.life, warm.life) {
+					t.Fatal("views or lifecycles differ after Prefetch")
+				}
+			})
+		}
+	}
+}
