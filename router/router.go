@@ -254,7 +254,8 @@ func (r *Router) Prefetch(id BackendID) uint64 {
 	if !ok {
 		return 0
 	}
-	x := r.life[b].lastSeq + uint64(r.views[b].Capacity)
+	v := &r.views[b] // its first 64 bytes may span two lines: read both ends
+	x := r.life[b].lastSeq + uint64(v.Capacity) + uint64(v.State)
 	if r.prefetcher != nil {
 		x += r.prefetcher.Prefetch(b)
 	}
