@@ -18,6 +18,12 @@ func modelFleet(t *testing.T, pol string) *Router {
 		{Name: "b", Capacity: 10, Models: []string{"m2"}},
 		{Name: "c", Capacity: 30, Models: []string{"m1", "m1-lora"}},
 	}
+	return routerFor(t, pol, rb)
+}
+
+// routerFor is a router over rb placing with pol, its randomness seeded.
+func routerFor(t *testing.T, pol string, rb []Backend) *Router {
+	t.Helper()
 	bs := make([]policy.Backend, len(rb))
 	for i, b := range rb {
 		bs[i] = policy.Backend{Name: b.Name, Key: policy.KeyOf(b.Name)}

@@ -21,21 +21,11 @@ func TestPrefetchChangesNothing(t *testing.T) {
 		for _, n := range []int{5, 300} {
 			t.Run(fmt.Sprintf("%s/%d", name, n), func(t *testing.T) {
 				mk := func() *Router {
-					bs := make([]policy.Backend, n)
 					rb := make([]Backend, n)
-					for i := range bs {
-						bs[i] = policy.Backend{Name: fmt.Sprint("b", i), Key: policy.KeyOf(fmt.Sprint("b", i))}
-						rb[i] = Backend{Name: bs[i].Name, Capacity: 4}
+					for i := range rb {
+						rb[i] = Backend{Name: fmt.Sprint("b", i), Capacity: 4}
 					}
-					p, err := reg.New(name, policy.DefaultParams(), bs, rand.New(rand.NewPCG(1, 2)))
-					if err != nil {
-						t.Fatal(err)
-					}
-					r, err := New(0, p, rb)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return r
+					return routerFor(t, name, rb)
 				}
 				plain, warm := mk(), mk()
 				rng := rand.New(rand.NewPCG(3, 4))
