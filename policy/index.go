@@ -28,10 +28,11 @@ type Tracker interface {
 // Prefetcher is a Tracker that can read ahead, changing nothing, the
 // per-backend state Touched(views, i) reads first, returning a value
 // derived from it that the caller keeps so the read is not dropped. A
-// router delivering a batch of stats messages asks for every message's
-// backend before it touches any, so the cache misses overlap (see
-// router.Router.Prefetch).
+// shell delivering a batch of stats messages asks, through
+// router.Router.Prefetch, for every message's backend before it touches
+// any, so the cache misses overlap. Every Tracker here is one.
 type Prefetcher interface {
+	Tracker
 	Prefetch(i int) uint64
 }
 
@@ -42,9 +43,6 @@ var (
 	_ Prefetcher = (*PulsarWaW)(nil)
 	_ Prefetcher = (*Prefix)(nil)
 	_ Prefetcher = (*Pressure)(nil)
-	_ Tracker    = (*Random)(nil)
-	_ Tracker    = (*LeastRequest)(nil)
-	_ Tracker    = (*WaW)(nil)
 )
 
 // minIndex keeps, over positions 0..n-1, the present position with the

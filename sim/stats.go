@@ -268,27 +268,33 @@ func (s *simulation) syncRegion(region int) {
 // It changes nothing; the sum it keeps only stops the reads being dropped.
 func (s *simulation) prefetch(due []int32, region int) {
 	var x uint64
+	routers := s.byRegion[region]
 	for _, b := range due {
-		p, id := 0, router.BackendID(b)
-		if len(s.cfg.Pools) > 0 {
-			p, id = s.cfg.Backends[b].Pool, router.BackendID(s.local[b])
-		}
+		p, id := s.cfg.Backends[b].Pool, router.BackendID(s.local[b]) // 0 and b without pools
 		x += uint64(s.chanOf(int(b), region).head)
-		for _, ri := range s.byRegion[region] {
+		for _, ri := range routers {
 			x += s.routers[ri].subs[p].Prefetch(id)
 		}
 	}
 	for _, b := range due {
-		if ch := s.chanOf(int(b), region); ch.head < len(ch.q) {
-			x += uint64(ch.q[ch.head].at)
+		ch := s.chanOf(int(b), region)
+		for j := ch.head; j < len(ch.q) && ch.q[j].at <= s.now; j++ { // as deliver walks
+			x += uint64(ch.q[j].at)
 		}
 	}
 	for _, b := range due {
-		if ch := s.chanOf(int(b), region); ch.head < len(ch.q) {
-			st := ch.q[ch.head].m.st // 280 bytes: every line a delivery reads
+		ch := s.chanOf(int(b), region)
+		last := ch.head
+		for last+1 < len(ch.q) && ch.q[last+1].at <= s.now {
+			last++
+		}
+		if last < len(ch.q) && ch.q[last].at <= s.now {
+			st := ch.q[last].m.st // the message deliver applies: 272 bytes, five lines
 			x += st.Seq + math.Float64bits(st.MaxInputTPS) + st.Cancelled
-			if n := len(st.Received); n > 0 {
-				x += st.Received[0] + st.Received[n/2] + st.Received[n-1]
+			for _, ri := range routers { // each router reads its own count
+				if ri < len(st.Received) {
+					x += st.Received[ri]
+				}
 			}
 		}
 	}
