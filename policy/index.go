@@ -23,26 +23,18 @@ type Tracker interface {
 	Track(views []View)
 	// Touched says views[i] changed.
 	Touched(views []View, i int)
-}
-
-// Prefetcher is a Tracker that can read ahead, changing nothing, the
-// per-backend state Touched(views, i) reads first, returning a value
-// derived from it that the caller keeps so the read is not dropped. A
-// shell delivering a batch of stats messages asks, through
-// router.Router.Prefetch, for every message's backend before it touches
-// any, so the cache misses overlap. Every Tracker here is one.
-type Prefetcher interface {
-	Tracker
+	// Prefetch reads, changing nothing, the per-backend state Touched(views,
+	// i) reads first and returns a value derived from it, which the caller
+	// keeps so the read is not dropped. A shell delivering a batch of stats
+	// messages asks, through router.Router.Prefetch, for every message's
+	// backend before it touches any, so the cache misses overlap.
 	Prefetch(i int) uint64
 }
 
 var (
-	_ Prefetcher = (*Random)(nil)
-	_ Prefetcher = (*LeastRequest)(nil)
-	_ Prefetcher = (*WaW)(nil)
-	_ Prefetcher = (*PulsarWaW)(nil)
-	_ Prefetcher = (*Prefix)(nil)
-	_ Prefetcher = (*Pressure)(nil)
+	_ Tracker = (*Random)(nil)
+	_ Tracker = (*LeastRequest)(nil)
+	_ Tracker = (*WaW)(nil)
 )
 
 // minIndex keeps, over positions 0..n-1, the present position with the
@@ -163,7 +155,7 @@ func indexOver(views []View, key func(*View) float64) *minIndex {
 // tracked reports whether m indexes views.
 func (m *minIndex) tracked(views []View) bool { return m != nil && m.n == len(views) }
 
-// prefetch reads position i's key and leaf (see Prefetcher).
+// prefetch reads position i's key and leaf (see Tracker.Prefetch).
 func (m *minIndex) prefetch(i int) uint64 {
 	if m == nil || i < 0 || i >= m.n {
 		return 0
@@ -194,7 +186,7 @@ func utilizationKey(v *View) float64 { return v.Utilization() }
 // Track implements Tracker.
 func (p *Random) Track(views []View) { p.idx = indexOver(views, outstandingKey) }
 
-// Prefetch implements Prefetcher.
+// Prefetch implements Tracker.
 func (p *Random) Prefetch(i int) uint64 { return p.idx.prefetch(i) }
 
 // Touched implements Tracker.
@@ -232,7 +224,7 @@ func (p *Random) pickIndexed(r *Request) Decision {
 // Track implements Tracker.
 func (p *LeastRequest) Track(views []View) { p.idx = indexOver(views, outstandingKey) }
 
-// Prefetch implements Prefetcher.
+// Prefetch implements Tracker.
 func (p *LeastRequest) Prefetch(i int) uint64 { return p.idx.prefetch(i) }
 
 // Touched implements Tracker.
@@ -256,7 +248,7 @@ func leastIndexed(idx *minIndex, r *Request) int {
 // Track implements Tracker: the index of the overflow's utilizations.
 func (w *WaW) Track(views []View) { w.idx = indexOver(views, utilizationKey) }
 
-// Prefetch implements Prefetcher.
+// Prefetch implements Tracker.
 func (w *WaW) Prefetch(i int) uint64 { return w.idx.prefetch(i) }
 
 // Touched implements Tracker.

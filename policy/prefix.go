@@ -183,7 +183,7 @@ func (pp *Prefix) SetBackends(backends []Backend, from []int) {
 // backends above rankFlatMax.
 func (pp *Prefix) Track(views []View) { pp.pw.Track(views) }
 
-// Prefetch implements Prefetcher.
+// Prefetch implements Tracker.
 func (pp *Prefix) Prefetch(i int) uint64 { return pp.pw.Prefetch(i) }
 
 // Touched implements Tracker.

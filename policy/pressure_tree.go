@@ -146,7 +146,7 @@ func (pr *Pressure) Track(views []View) {
 	}
 }
 
-// Prefetch implements Prefetcher.
+// Prefetch implements Tracker.
 func (pr *Pressure) Prefetch(i int) uint64 {
 	if pr.tree == nil {
 		return 0

@@ -152,7 +152,7 @@ func (pw *PulsarWaW) Track(views []View) {
 	pw.tree.build(views, pw.p.Weight != WeightCapacity)
 }
 
-// Prefetch implements Prefetcher.
+// Prefetch implements Tracker.
 func (pw *PulsarWaW) Prefetch(i int) uint64 { return pw.tree.prefetch(i) }
 
 // Touched implements Tracker.

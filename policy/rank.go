@@ -301,7 +301,7 @@ func (t *rankTree) sumNode(l, i int) {
 	t.wsum[i], t.elig[i], t.free[i] = w, e, f
 }
 
-// prefetch reads backend i's entry (see Prefetcher).
+// prefetch reads backend i's entry (see Tracker.Prefetch).
 func (t *rankTree) prefetch(i int) uint64 {
 	if t == nil || i < 0 || i >= len(t.back) {
 		return 0

@@ -15,7 +15,7 @@ import (
 // stats and requests, one of them calling Prefetch before each message
 // for the message's backend, a random one and IDs it does not know (which
 // read 0), across the tree threshold: their views, lifecycles and picks
-// must stay equal. Every policy that tracks its views can read ahead.
+// must stay equal.
 func TestPrefetchChangesNothing(t *testing.T) {
 	reg := policy.NewRegistry()
 	for _, name := range reg.Names() {
@@ -29,11 +29,6 @@ func TestPrefetchChangesNothing(t *testing.T) {
 					return routerFor(t, name, rb)
 				}
 				plain, warm := mk(), mk()
-				if _, tracks := warm.pol.(policy.Tracker); tracks {
-					if _, ok := warm.pol.(policy.Prefetcher); !ok {
-						t.Fatalf("%s tracks its views but is not a policy.Prefetcher", name)
-					}
-				}
 				rng := rand.New(rand.NewPCG(3, 4))
 				seq := make([]uint64, n)
 				for step := range 2000 {

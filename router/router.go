@@ -130,8 +130,6 @@ type Router struct {
 	// tracker as a policy.Tracker, told of every change of a view (touch).
 	watcher policy.Watcher
 	tracker policy.Tracker
-	// prefetcher is the policy as a policy.Prefetcher (Prefetch).
-	prefetcher policy.Prefetcher
 	// errorBlind: the policy never reads the error rates (policy.ErrorBlind),
 	// so a pick need not decay them first.
 	errorBlind bool
@@ -177,7 +175,6 @@ func NewWith(id int, pol policy.Policy, backends []Backend, cfg Config) (*Router
 	}
 	r.watcher, _ = pol.(policy.Watcher)
 	r.tracker, _ = pol.(policy.Tracker)
-	r.prefetcher, _ = pol.(policy.Prefetcher)
 	_, r.errorBlind = pol.(policy.ErrorBlind)
 	if da, ok := pol.(policy.DecayAware); ok {
 		r.decayer = da
@@ -256,8 +253,8 @@ func (r *Router) Prefetch(id BackendID) uint64 {
 	}
 	v := &r.views[b] // its first 64 bytes may span two lines: read both ends
 	x := r.life[b].lastSeq + uint64(v.Capacity) + uint64(v.State)
-	if r.prefetcher != nil {
-		x += r.prefetcher.Prefetch(b)
+	if r.tracker != nil {
+		x += r.tracker.Prefetch(b)
 	}
 	return x
 }

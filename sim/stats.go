@@ -173,6 +173,16 @@ type channel struct {
 	head int
 }
 
+// lastArrived is the latest message of the channel that has arrived by
+// now, the one deliver applies; nil if none has.
+func (ch *channel) lastArrived(now time.Duration) *message {
+	var m *message
+	for j := ch.head; j < len(ch.q) && ch.q[j].at <= now; j++ {
+		m = ch.q[j].m
+	}
+	return m
+}
+
 // chanOf is backend b's channel to region.
 func (s *simulation) chanOf(b, region int) *channel {
 	return &s.channels[b*len(s.cfg.Regions)+region]
@@ -277,19 +287,13 @@ func (s *simulation) prefetch(due []int32, region int) {
 		}
 	}
 	for _, b := range due {
-		ch := s.chanOf(int(b), region)
-		for j := ch.head; j < len(ch.q) && ch.q[j].at <= s.now; j++ { // as deliver walks
-			x += uint64(ch.q[j].at)
+		if ch := s.chanOf(int(b), region); ch.head < len(ch.q) {
+			x += uint64(ch.q[ch.head].at)
 		}
 	}
 	for _, b := range due {
-		ch := s.chanOf(int(b), region)
-		last := ch.head
-		for last+1 < len(ch.q) && ch.q[last+1].at <= s.now {
-			last++
-		}
-		if last < len(ch.q) && ch.q[last].at <= s.now {
-			st := ch.q[last].m.st // the message deliver applies: 272 bytes, five lines
+		if last := s.chanOf(int(b), region).lastArrived(s.now); last != nil {
+			st := last.st // the message deliver applies: 272 bytes, five lines
 			x += st.Seq + math.Float64bits(st.MaxInputTPS) + st.Cancelled
 			for _, ri := range routers { // each router reads its own count
 				if ri < len(st.Received) {
