@@ -170,9 +170,9 @@ const MaxVerifySteps = 40
 // whose P99 is worst (by an eighth, at least one instance) until the fleet
 // meets the target, then shrinks each pool, most expensive first, while the
 // fleet still meets it (shrinkPool: one instance at a time up to 16, by
-// doubling steps and a bisection above). The result meets the target and every fleet
-// with one instance fewer in one pool misses it (both in the DES with the
-// planner's seeds).
+// doubling steps and a bisection above). The result meets the target and
+// every fleet with one instance fewer in one pool misses it (both in the
+// DES with the planner's seeds).
 func (pl *Planner) Verify(ctx context.Context, c Candidate, lambda float64) (*Verified, error) {
 	v := &Verified{Candidate: c}
 	if c.Err != "" {
@@ -284,9 +284,10 @@ func (pl *Planner) Verify(ctx context.Context, c Candidate, lambda float64) (*Ve
 
 // shrinkPool is one pool's step of Verify's shrink. One fewer is tried
 // first; above gallopAbove instances, while that passes the step doubles
-// (n-1, then 2, 4, 8 ... fewer than the last count that passed) and a bisection between the last count that passed
-// and the first that missed ends it, so a pool of thousands of instances
-// costs a few DES runs, not one per instance. A pool of gallopAbove or
+// (n-1, then 2, 4, 8 ... fewer than the last count that passed) and a
+// bisection between the last count that passed and the first that missed
+// ends it, so a pool of thousands of instances costs a few DES runs, not
+// one per instance. A pool of gallopAbove or
 // fewer shrinks one at a time (Verify then starts again from the most
 // expensive pool), as the planner always did. From n instances, whose
 // fleet passed with e, it returns the fewest that try reports passing

@@ -589,7 +589,7 @@ func TestLoadBlindRoutersIgnoreLoad(t *testing.T) {
 type loadFed struct{ PoolRouter }
 
 // TestDESLoadBlindSkipsOnlyTheSum runs the DES with blind routers as they
-// is (no loads summed) and with the loads fed to it: the same picks and the
+// are (no loads summed) and with the loads fed to it: the same picks and the
 // same turn records, so skipping the sum changes nothing but its cost.
 func TestDESLoadBlindSkipsOnlyTheSum(t *testing.T) {
 	pl := chatPlanner(t, 10, nil)
