@@ -47,27 +47,30 @@ const (
 )
 
 // eventQueue is a calendar queue: events in the current bucket's time span
-// or earlier wait in near, sorted; the next 4.3 s in a ring of buckets, each
+// or earlier wait in near, sorted (or in late, a 4-ary heap, if filed after
+// near was sorted); the next 4.3 s in a ring of buckets, each
 // an unsorted array of slab indices; the rest in a 4-ary heap (far). A push
 // writes the event to a slab node (most often one just freed, still in
 // cache) and appends 4 bytes to its bucket: two cache lines, where a heap of all
 // pending events (5,500 at 10x, 55,000 at 100x) made every pop walk six to
 // eight levels of 96-byte rows spread over the whole heap, most of them
 // cache misses at those sizes. A bucket is sorted once, when the run
-// reaches it, and a pop takes near's last slot. (Buckets as lists linked
+// reaches it, and a pop takes near's last slot or late's top, whichever is
+// earlier. (Buckets as lists linked
 // through the slab cost more: reading a bucket chased one cache miss after
 // another, where an array lets the reads of its nodes overlap.)
 //
-// The order is exact: near holds every event of a bucket before cur, the
-// ring those of buckets cur to cur+bucketCount-1, far the later ones, and
-// near is sorted by (time, key), so events pop in (time, key) order as from
-// a heap, whatever the bucket width.
+// The order is exact: near and late hold every event of a bucket before
+// cur, the ring those of buckets cur to cur+bucketCount-1, far the later
+// ones, near is sorted by (time, key) and late is a heap by it, so events
+// pop in (time, key) order as from one heap, whatever the bucket width.
 //
 // The queue also holds the timers' events (timerSet): a timer's node names
 // its entity, and a node whose key is no longer the entity's pending key
 // (moved or removed since) is dropped when it reaches the front.
 type eventQueue struct {
-	near   []slot                   // bucket < cur; latest first, so a pop takes the last
+	near   []slot                   // bucket < cur, sorted; latest first, so a pop takes the last
+	late   []slot                   // 4-ary min-heap: bucket < cur, filed after near was sorted
 	ring   [][]int32                // by bucket & bucketMask: its nodes
 	full   [bucketCount / 64]uint64 // bit b: bucket b is not empty
 	inRing int
@@ -112,23 +115,36 @@ func (q *eventQueue) insert(e event, timer int32) {
 	b := bucketOf(e.at)
 	switch {
 	case b < q.cur:
-		q.insertNear(slot{order: e.order(), i: i})
+		heapPush(&q.late, slot{order: e.order(), i: i})
 	case b < q.cur+bucketCount:
 		q.link(b, i)
 	default:
-		s := slot{order: e.order(), i: i}
-		q.far = append(q.far, s)
-		j := len(q.far) - 1
-		for j > 0 { // move the hole up to s's place
-			p := (j - 1) / 4
-			if !s.before(q.far[p].order) {
-				break
-			}
-			q.far[j] = q.far[p]
-			j = p
-		}
-		q.far[j] = s
+		heapPush(&q.far, slot{order: e.order(), i: i})
 	}
+}
+
+// heapPush adds s to 4-ary min-heap h.
+func heapPush(h *[]slot, s slot) {
+	*h = append(*h, s)
+	q := *h
+	j := len(q) - 1
+	for j > 0 { // move the hole up to s's place
+		p := (j - 1) / 4
+		if !s.before(q[p].order) {
+			break
+		}
+		q[j] = q[p]
+		j = p
+	}
+	q[j] = s
+}
+
+// heapPop removes the top of 4-ary min-heap h, which must not be empty.
+func heapPop(h *[]slot) {
+	q := *h
+	last := len(q) - 1
+	siftDown(q[:last], 0, q[last])
+	*h = q[:last]
 }
 
 // link adds node i to bucket b.
@@ -144,38 +160,41 @@ func (q *eventQueue) link(b int64, i int32) {
 
 func bucketOf(at time.Duration) int64 { return int64(at) >> bucketShift }
 
-// insertNear puts s in its place in near (latest first). Few events land in
-// the current bucket after it was sorted (those due within half a
-// millisecond), and near is short.
-func (q *eventQueue) insertNear(s slot) {
-	n := len(q.near)
-	j := n // the first slot earlier than s: s goes just before it
-	for j > 0 && q.near[j-1].before(s.order) {
-		j--
-	}
-	q.near = append(q.near, slot{})
-	copy(q.near[j+1:], q.near[j:n])
-	q.near[j] = s
-}
-
-// settle makes near's last slot the earliest pending event, dropping stale
-// timer nodes and refilling near from the next bucket; false if the queue
-// holds no pending event.
-func (q *eventQueue) settle() bool {
+// settle finds the earliest pending event, near's last slot or late's top
+// (fromLate), dropping stale timer nodes and refilling near from the next
+// bucket when both are empty (late's events are all due before the ring's);
+// ok is false if the queue holds no pending event. An event filed after its
+// bucket was sorted (due within half a millisecond) goes to late, a heap,
+// so that k of them cost k log k (inserting each in near would move the
+// slots after it: k^2).
+func (q *eventQueue) settle() (s slot, fromLate, ok bool) {
 	for {
 		n := len(q.near)
-		if n == 0 {
+		switch {
+		case n == 0 && len(q.late) == 0:
 			if !q.refill() {
-				return false
+				return slot{}, false, false
 			}
 			continue
+		case n == 0 || len(q.late) > 0 && q.late[0].before(q.near[n-1].order):
+			s, fromLate = q.late[0], true
+		default:
+			s, fromLate = q.near[n-1], false
 		}
-		s := q.near[n-1]
 		if t := q.slab[s.i].timer; t == 0 || q.tkey[t-1] == s.key {
-			return true
+			return s, fromLate, true
 		}
-		q.near = q.near[:n-1] // a timer moved or removed since
+		q.remove(fromLate) // a timer moved or removed since
 		q.free = append(q.free, s.i)
+	}
+}
+
+// remove takes the earliest slot off late (fromLate) or near.
+func (q *eventQueue) remove(fromLate bool) {
+	if fromLate {
+		heapPop(&q.late)
+	} else {
+		q.near = q.near[:len(q.near)-1]
 	}
 }
 
@@ -228,9 +247,7 @@ func tz(x uint64) int { return bits.TrailingZeros64(x) }
 func (q *eventQueue) migrate() {
 	for len(q.far) > 0 && bucketOf(q.far[0].at) < q.cur+bucketCount {
 		s := q.far[0]
-		last := len(q.far) - 1
-		siftDown(q.far[:last], 0, q.far[last])
-		q.far = q.far[:last]
+		heapPop(&q.far)
 		q.link(bucketOf(s.at), s.i)
 	}
 }
@@ -262,22 +279,27 @@ func sortLatestFirst(h []slot) {
 	}
 }
 
-// front is near's index of the earliest event; the queue must not be empty.
-func (q *eventQueue) front() int {
-	if !q.settle() {
+// front is the earliest event's slot and whether it is late's top; the
+// queue must not be empty.
+func (q *eventQueue) front() (slot, bool) {
+	s, fromLate, ok := q.settle()
+	if !ok {
 		panic("sim: the event queue is empty") // the loop checks len first
 	}
-	return len(q.near) - 1
+	return s, fromLate
 }
 
 // head is the earliest event's order; the queue must not be empty.
-func (q *eventQueue) head() order { return q.near[q.front()].order }
+func (q *eventQueue) head() order {
+	s, _ := q.front()
+	return s.order
+}
 
 // pop removes and returns the earliest event; the queue must not be empty.
 func (q *eventQueue) pop() event {
-	n := q.front()
-	i := q.near[n].i
-	q.near = q.near[:n]
+	s, fromLate := q.front()
+	i := s.i
+	q.remove(fromLate)
 	q.live--
 	q.free = append(q.free, i)
 	nd := &q.slab[i]

@@ -77,6 +77,7 @@ func TestQueueMatchesHeap(t *testing.T) {
 		{"ring-edge", 60000, 2000, 8 * time.Second, 1, 3, 200},
 		{"sparse", 30000, 20, 30 * time.Second, 1, 2, 10},
 		{"100x", 150000, 60000, 2 * time.Second, 1, 30, 20000},
+		{"burst", 60000, 20000, 0, 1, 0, 100}, // every event due at once, at 0
 	}
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -199,6 +200,49 @@ func BenchmarkQueue(b *testing.B) {
 				e := q.pop()
 				push(event{at: e.at + time.Duration(rng.Int64N(span)), kind: evClientDone})
 			}
+		})
+	}
+}
+
+// BenchmarkQueueBurst pushes k events due at the instant being popped (a
+// burst of arrivals at one moment), after the bucket was sorted, then pops
+// them all: k log k for the calendar queue's late heap, where inserting each
+// in the sorted bucket cost k^2; the heap it replaced ("heap") for scale.
+func BenchmarkQueueBurst(b *testing.B) {
+	for _, k := range []int{100, 20000} {
+		b.Run(fmt.Sprintf("calendar/%d", k), func(b *testing.B) {
+			var q eventQueue
+			for b.Loop() {
+				q.push(event{at: time.Second, kind: evClientDone})
+				now := q.pop().at // the bucket is sorted: what follows is filed late
+				for range k {
+					q.push(event{at: now, kind: evSessionArrive})
+				}
+				for q.len() > 0 {
+					q.pop()
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*k), "ns/event")
+		})
+		b.Run(fmt.Sprintf("heap/%d", k), func(b *testing.B) {
+			var q refQueue
+			var seq uint64
+			push := func(e event) {
+				seq++
+				e.key = uint64(e.kind)<<56 | seq
+				q.push(e)
+			}
+			for b.Loop() {
+				push(event{at: time.Second, kind: evClientDone})
+				now := q.pop().at
+				for range k {
+					push(event{at: now, kind: evSessionArrive})
+				}
+				for q.len() > 0 {
+					q.pop()
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*k), "ns/event")
 		})
 	}
 }
