@@ -21,7 +21,7 @@ func (o order) before(p order) bool {
 
 func (e *event) order() order { return order{at: e.at, key: e.key} }
 
-// slot is an entry of near and far: an order and what it orders (an index
+// slot is an entry of near, late and far: an order and what it orders (an index
 // in the queue's slab). 24 bytes, half an event: sorting and sifting move
 // slots and never touch an event.
 type slot struct {
@@ -99,8 +99,11 @@ func (q *eventQueue) push(e event) {
 	q.insert(e, 0)
 }
 
-// insert stores e (stamped) in a slab node and files it in near, the ring
-// or far by its bucket.
+// insert stores e (stamped) in a slab node and files it by its bucket in
+// late (a bucket already sorted into near: e is due within half a
+// millisecond), the ring or far. late is a heap, so that k events due at
+// one instant cost k log k; inserting each in near would move the slots
+// after it, k^2.
 func (q *eventQueue) insert(e event, timer int32) {
 	var i int32
 	if n := len(q.free); n > 0 {
@@ -163,10 +166,7 @@ func bucketOf(at time.Duration) int64 { return int64(at) >> bucketShift }
 // settle finds the earliest pending event, near's last slot or late's top
 // (fromLate), dropping stale timer nodes and refilling near from the next
 // bucket when both are empty (late's events are all due before the ring's);
-// ok is false if the queue holds no pending event. An event filed after its
-// bucket was sorted (due within half a millisecond) goes to late, a heap,
-// so that k of them cost k log k (inserting each in near would move the
-// slots after it: k^2).
+// ok is false if the queue holds no pending event.
 func (q *eventQueue) settle() (s slot, fromLate, ok bool) {
 	for {
 		n := len(q.near)
