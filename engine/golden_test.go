@@ -20,25 +20,38 @@ var update = flag.Bool("update", false, "rewrite the golden traces")
 // change, which the commit then explains.
 func TestTraceGolden(t *testing.T) {
 	sessions := HalfProfile()
-	sessions.KVTokens, sessions.MaxSeqs = 20_000, 8
+	sessions.KVTokens, sessions.MaxSeqs = 12_000, 8
 	blocks := HalfProfile()
 	blocks.KVTokens, blocks.MaxSeqs = 12_000, 8
 	blocks.HostKVTokens, blocks.HostKVLoadTokensPerS = 8000, 200_000
 	cases := []struct {
 		name string
 		run  func(opts Options, seed uint64) ([]Event, Totals)
+		// covers fails the case if its streams no longer reach what it pins.
+		covers func(sum Totals) error
 	}{
 		{"sessions", func(opts Options, seed uint64) ([]Event, Totals) {
 			ev, tot, _ := replay(t, sessions, opts, seed)
 			return ev, tot
+		}, func(sum Totals) error {
+			if sum.Preemptions == 0 || sum.Cancelled == 0 || sum.CacheHits == 0 {
+				return fmt.Errorf("%d preemptions, %d cancellations, %d cache hits: want some of each", sum.Preemptions, sum.Cancelled, sum.CacheHits)
+			}
+			return nil
 		}},
 		{"blocks-host", func(opts Options, seed uint64) ([]Event, Totals) {
 			return replayBlocks(t, blocks, opts, seed)
+		}, func(sum Totals) error {
+			if sum.HostHits == 0 || sum.CacheHits == 0 {
+				return fmt.Errorf("%d host hits, %d cache hits: want some of each", sum.HostHits, sum.CacheHits)
+			}
+			return nil
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
+			var sum Totals
 			for _, seed := range []uint64{1, 2, 3} {
 				ev, tot := c.run(Options{}, seed)
 				fmt.Fprintf(&b, "seed %d: %d events\n", seed, len(ev))
@@ -46,11 +59,22 @@ func TestTraceGolden(t *testing.T) {
 					fmt.Fprintf(&b, "%v kind=%d id=%d session=%d prompt=%d cached=%d host=%d output=%d preempted=%d\n",
 						e.At, e.Kind, e.ID, e.Session, e.PromptTokens, e.CachedTokens, e.HostTokens, e.OutputTokens, e.Preemptions)
 				}
-				fmt.Fprintf(&b, "totals %+v\n", tot)
+				// The float sums to 9 digits: the last bits may differ where
+				// the compiler fuses a multiply and an add (arm64).
+				fmt.Fprintf(&b, "totals steps=%d busy=%v batch-s=%.9g kv-token-s=%.9g prefill=%d decode=%d preemptions=%d hits=%d cached=%d host-hits=%d host=%d finished=%d cancelled=%d\n",
+					tot.Steps, tot.BusyTime, tot.BatchSeconds, tot.KVTokenSeconds, tot.PrefillTokens, tot.DecodeTokens, tot.Preemptions,
+					tot.CacheHits, tot.CachedTokens, tot.HostHits, tot.HostTokens, tot.Finished, tot.Cancelled)
+				sum.Preemptions += tot.Preemptions
+				sum.Cancelled += tot.Cancelled
+				sum.CacheHits += tot.CacheHits
+				sum.HostHits += tot.HostHits
 				// Stepping one at a time gives the same events (TestRunsEqualSteps
 				// checks every field); the trace keeps their count and steps.
 				stepped, st := c.run(Options{MaxStepsPerRun: 1}, seed)
 				fmt.Fprintf(&b, "stepped: %d events, %d steps\n", len(stepped), st.Steps)
+			}
+			if err := c.covers(sum); err != nil {
+				t.Fatalf("the streams no longer exercise what the trace pins: %v", err)
 			}
 			path := filepath.Join("testdata", "trace", c.name+".txt")
 			if *update {
@@ -65,9 +89,28 @@ func TestTraceGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v (go test ./engine -run TestTraceGolden -update creates it)", err)
 			}
-			if !bytes.Equal(b.Bytes(), want) {
-				t.Errorf("trace differs from %s (go test ./engine -run TestTraceGolden -update rewrites it after a deliberate change)", path)
+			if got := b.Bytes(); !bytes.Equal(got, want) {
+				t.Errorf("trace differs from %s (go test ./engine -run TestTraceGolden -update rewrites it after a deliberate change)\n%s",
+					path, firstDifference(got, want))
 			}
 		})
 	}
+}
+
+// firstDifference names the first line where got and want differ.
+func firstDifference(got, want []byte) string {
+	g, w := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
+	for i := 0; i < len(g) || i < len(w); i++ {
+		var gl, wl []byte
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if !bytes.Equal(gl, wl) {
+			return fmt.Sprintf("line %d:\n got  %s\n want %s", i+1, gl, wl)
+		}
+	}
+	return "no line differs"
 }
