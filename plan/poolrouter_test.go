@@ -537,7 +537,7 @@ func TestComparePoolRoutersShares(t *testing.T) {
 	}
 }
 
-// TestLoadBlindRoutersIgnoreLoad checks the LoadBlind claim the DES relies
+// TestLoadBlindRoutersIgnoreLoad checks the loadBlind list the DES relies
 // on to skip summing every backend's load: a blind router routes every
 // request the same whatever the pools' loads, and the two routers that read
 // loads do not claim it and do change a route with them.
@@ -555,10 +555,10 @@ func TestLoadBlindRoutersIgnoreLoad(t *testing.T) {
 		"model:a=short,b=long,fallback=mid", "semantic:code=long,prose=short,fallback=mid",
 		"spillover:threshold=0.5", "least-loaded"} {
 		r := mustRouter(t, spec)
-		_, blind := r.(LoadBlind)
+		blind := loadBlind(r)
 		readers := spec == "least-loaded" || strings.HasPrefix(spec, "spillover")
 		if blind == readers {
-			t.Errorf("%s: LoadBlind %v, want %v", spec, blind, !readers)
+			t.Errorf("%s: loadBlind %v, want %v", spec, blind, !readers)
 			continue
 		}
 		moved := 0
@@ -576,7 +576,7 @@ func TestLoadBlindRoutersIgnoreLoad(t *testing.T) {
 			}
 		}
 		if blind && moved > 0 {
-			t.Errorf("%s claims LoadBlind but %d of 2000 routes moved with the loads", spec, moved)
+			t.Errorf("%s is listed load-blind but %d of 2000 routes moved with the loads", spec, moved)
 		}
 		if !blind && moved == 0 {
 			t.Errorf("%s reads loads but no route of 2000 moved with them", spec)
@@ -584,9 +584,49 @@ func TestLoadBlindRoutersIgnoreLoad(t *testing.T) {
 	}
 }
 
-// loadFed hides a router's LoadBlind mark, so the DES sums and passes the
-// pools' loads to it.
+// loadFed is a router the load-blind list does not name, so the DES sums
+// and passes the pools' loads to it.
 type loadFed struct{ PoolRouter }
+
+// byLoad embeds a load-blind router but routes by load alone in its own
+// Route: the least pressed pool, ties to the first (a prompt too long for
+// it is refused).
+type byLoad struct{ *LengthRouter }
+
+func (byLoad) Route(_ PoolRequest, pools []PoolView, _ float64) int {
+	best := 0
+	for i, p := range pools {
+		if p.Pressure() < pools[best].Pressure() {
+			best = i
+		}
+	}
+	return best
+}
+
+// TestEmbeddingARouterDoesNotInheritBlindness: a router that embeds a
+// load-blind one is handed the loads it may read, and routes by them.
+func TestEmbeddingARouterDoesNotInheritBlindness(t *testing.T) {
+	r := byLoad{mustRouter(t, "length").(*LengthRouter)}
+	if loadBlind(r) {
+		t.Fatal("a router embedding *LengthRouter is taken as load-blind")
+	}
+	pl := chatPlanner(t, 10, nil)
+	dr, _, res := desRun(t, pl, chatFleet(t, 3, 3), 10, r)
+	if !dr.ReadsLoads() {
+		t.Fatal("the DES would not hand the embedding router the pools' loads")
+	}
+	// Handed no loads, byLoad sends every request to the first pool; with
+	// them it spreads.
+	used := map[int]bool{}
+	for _, p := range dr.picked {
+		if p >= 0 { // -1: not routed, or refused
+			used[p] = true
+		}
+	}
+	if len(res.Records) == 0 || len(used) < 2 {
+		t.Errorf("%d records over pools %v: want requests spread by load", len(res.Records), used)
+	}
+}
 
 // TestDESLoadBlindSkipsOnlyTheSum runs the DES with blind routers as they
 // are (no loads summed) and with the loads fed to it: the same picks and the

@@ -173,13 +173,11 @@ type desRouter struct {
 	rng    *rand.Rand
 }
 
-// ReadsLoads implements sim.PoolLoadReader: a LoadBlind router does not.
-func (d *desRouter) ReadsLoads() bool {
-	_, blind := d.r.(LoadBlind)
-	return !blind
-}
+// ReadsLoads implements sim.PoolLoadReader: a load-blind router (loadBlind)
+// does not.
+func (d *desRouter) ReadsLoads() bool { return !loadBlind(d.r) }
 
-// Pool implements sim.PoolRouter; loads is nil for a LoadBlind router.
+// Pool implements sim.PoolRouter; loads is nil for a load-blind router.
 func (d *desRouter) Pool(_ time.Duration, i int, t workload.Turn, loads []sim.PoolLoad) (int, int) {
 	for p := range loads {
 		d.views[p].Active, d.views[p].Queued = loads[p].Active, loads[p].Queued
