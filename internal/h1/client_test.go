@@ -305,8 +305,18 @@ func TestStaleConnectionRetried(t *testing.T) {
 // connection is closed; the retry goes on a new connection, not on the
 // next stale one.
 func TestStaleConnectionsAllDropped(t *testing.T) {
+	// The first two requests are answered only once both have arrived, so
+	// they overlap and take two connections however the goroutines run.
+	var arrived atomic.Int32
+	both := make(chan struct{})
 	e := startEngine(t, func(w net.Conn, _ int) bool {
-		time.Sleep(30 * time.Millisecond) // so the first two overlap
+		if arrived.Add(1) == 2 {
+			close(both)
+		}
+		select {
+		case <-both:
+		case <-time.After(10 * time.Second): // a hang guard; the test then fails on the count
+		}
 		writeAll(w, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		return false // closes without saying so
 	})
@@ -365,11 +375,13 @@ func TestWrittenRequestNotResent(t *testing.T) {
 // between requests are not read as the next answer; the connection is
 // dropped for a new one.
 func TestIdleConnectionThatSpoke(t *testing.T) {
+	spoke := make(chan struct{})
 	e := startEngine(t, func(w net.Conn, n int) bool {
 		writeAll(w, fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n%02d", n))
 		if n == 1 { // after the client has kept the connection
 			time.Sleep(10 * time.Millisecond)
 			writeAll(w, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+			close(spoke)
 		}
 		return true
 	})
@@ -377,7 +389,8 @@ func TestIdleConnectionThatSpoke(t *testing.T) {
 	defer cl.Close()
 	for i, want := range []string{"01", "02"} {
 		if i == 1 {
-			time.Sleep(40 * time.Millisecond) // the stray answer arrives
+			<-spoke                           // the stray answer is on its way
+			time.Sleep(20 * time.Millisecond) // and in the client's socket
 		}
 		if status, body, _, err := fetch(context.Background(), cl, e.target, post("{}")); err != nil || status != 200 || body != want {
 			t.Fatalf("request %d: status %d body %q error %v, want 200 %q", i, status, body, err, want)
@@ -414,11 +427,15 @@ func TestLostAfterSending(t *testing.T) {
 func TestIdleTimeout(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	t.Run("silent engine", func(t *testing.T) {
+		// The engine keeps the connection open and says nothing more until
+		// the test ends, so the exchange can only end by the idle timeout.
+		stop := make(chan struct{})
 		e := startEngine(t, func(w net.Conn, _ int) bool {
 			writeAll(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n")
-			time.Sleep(4 * timeout)
+			<-stop
 			return false
 		})
+		defer close(stop)
 		cl := &Client{IdleTimeout: timeout}
 		defer cl.Close()
 		start := time.Now()
@@ -426,8 +443,10 @@ func TestIdleTimeout(t *testing.T) {
 		if !errors.Is(err, ErrTimeout) || body != "ok" {
 			t.Errorf("body %q, error %v; want ok, then ErrTimeout", body, err)
 		}
-		if d := time.Since(start); d > 3*timeout {
-			t.Errorf("timed out after %v, want about %v", d, timeout)
+		// Not before the timeout; after it by however long a loaded
+		// machine takes to run the timer, within reason.
+		if d := time.Since(start); d < timeout || d > 50*timeout {
+			t.Errorf("timed out after %v, want %v or a little more", d, timeout)
 		}
 	})
 	t.Run("partial line", func(t *testing.T) {
@@ -452,9 +471,13 @@ func TestIdleTimeout(t *testing.T) {
 		}
 	})
 	t.Run("slow callback", func(t *testing.T) {
+		// A longer timeout here: the engine's second chunk comes 0.4 s
+		// after the callback returns, 0.6 s before the timeout would end
+		// the exchange, a margin a loaded machine's scheduling keeps.
+		const timeout = time.Second
 		e := startEngine(t, func(w net.Conn, _ int) bool {
 			writeAll(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n")
-			time.Sleep(3 * timeout / 2) // the callback takes timeout+; this comes timeout/2 after it
+			time.Sleep(3 * timeout / 2) // the callback takes 1.1 s; this comes 0.4 s after it returns
 			writeAll(w, "1\r\nb\r\n0\r\n\r\n")
 			return true
 		})
@@ -463,7 +486,7 @@ func TestIdleTimeout(t *testing.T) {
 		var got strings.Builder
 		err := cl.Do(context.Background(), e.target, post("{}"), func(*Response) error { return nil }, func(p []byte) error {
 			if got.Len() == 0 {
-				time.Sleep(timeout + timeout/10)
+				time.Sleep(timeout + timeout/10) // longer than the timeout: it must not count
 			}
 			got.Write(p)
 			return nil
