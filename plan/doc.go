@@ -112,8 +112,9 @@
 // the router with idle pools (so spillover and least-loaded size as length
 // does); the DES calls the router at every arrival with the pools' loads
 // (sim.Config.PoolRouter; none for a router that never reads them, which
-// this package lists by exact type). The engine's step cost in each pool follows the
-// mean shape of the requests the router sends there (see EngineFor), so a
+// this package lists by exact type). The engine's step cost in each pool
+// follows the mean shape of the requests the router sends there (see
+// EngineFor), so a
 // router that mixes short requests into a long pool lowers that pool's
 // mean context and its step cost with it: a mean-field approximation.
 //

@@ -540,7 +540,7 @@ func TestComparePoolRoutersShares(t *testing.T) {
 // TestLoadBlindRoutersIgnoreLoad checks the loadBlind list the DES relies
 // on to skip summing every backend's load: a blind router routes every
 // request the same whatever the pools' loads, and the two routers that read
-// loads do not claim it and do change a route with them.
+// loads are not listed and do change a route with them.
 func TestLoadBlindRoutersIgnoreLoad(t *testing.T) {
 	pools := func(a, q [3]int) []PoolView {
 		return []PoolView{
@@ -640,7 +640,7 @@ func TestDESLoadBlindSkipsOnlyTheSum(t *testing.T) {
 		blind, _, blindRes := desRun(t, pl, f, 10, r)
 		fed, _, fedRes := desRun(t, pl, f, 10, loadFed{r})
 		if blind.ReadsLoads() || !fed.ReadsLoads() {
-			t.Fatalf("%s: ReadsLoads %v with the mark and %v without", spec, blind.ReadsLoads(), fed.ReadsLoads())
+			t.Fatalf("%s: ReadsLoads %v as listed and %v wrapped", spec, blind.ReadsLoads(), fed.ReadsLoads())
 		}
 		if len(blindRes.Records) == 0 || !slices.Equal(blind.picked, fed.picked) || !slices.Equal(blindRes.Records, fedRes.Records) {
 			t.Errorf("%s: %d records; picks or records differ with the loads fed", spec, len(blindRes.Records))
