@@ -114,9 +114,9 @@
 // (sim.Config.PoolRouter; none for a router that never reads them, which
 // this package lists by exact type). The engine's step cost in each pool
 // follows the mean shape of the requests the router sends there (see
-// EngineFor), so a
-// router that mixes short requests into a long pool lowers that pool's
-// mean context and its step cost with it: a mean-field approximation.
+// EngineFor), so a router that mixes short requests into a long pool
+// lowers that pool's mean context and its step cost with it: a mean-field
+// approximation.
 //
 // Disaggregate is a separate phase model (prefill and decode workers) with
 // stated, configurable constants (DisaggConstants); it runs no DES.
