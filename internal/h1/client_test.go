@@ -430,7 +430,6 @@ func TestLostAfterSending(t *testing.T) {
 // TestIdleTimeout: the engine's silence ends the exchange; the body
 // callback's own time does not count as silence.
 func TestIdleTimeout(t *testing.T) {
-	const timeout = 100 * time.Millisecond
 	t.Run("silent engine", func(t *testing.T) {
 		// The engine keeps the connection open and says nothing more until
 		// the test ends, so the exchange can only end by the idle timeout
