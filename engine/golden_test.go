@@ -21,9 +21,7 @@ var update = flag.Bool("update", false, "rewrite the golden traces")
 func TestTraceGolden(t *testing.T) {
 	sessions := HalfProfile()
 	sessions.KVTokens, sessions.MaxSeqs = 12_000, 8
-	blocks := HalfProfile()
-	blocks.KVTokens, blocks.MaxSeqs = 12_000, 8
-	blocks.HostKVTokens, blocks.HostKVLoadTokensPerS = 8000, 200_000
+	blocks := blocksHostProfile()
 	cases := []struct {
 		name string
 		run  func(opts Options, seed uint64) ([]Event, Totals)

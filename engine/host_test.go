@@ -17,6 +17,16 @@ func hostProfile(hostTokens int) Profile {
 	return p
 }
 
+// blocksHostProfile is the worker replayBlocks streams run on: 12,000 GPU
+// KV tokens, 8 sequences, and a host tier of 8,000 tokens loading 200,000
+// a second, so that blocks are evicted to the host and hit there.
+func blocksHostProfile() Profile {
+	p := HalfProfile()
+	p.KVTokens, p.MaxSeqs = 12_000, 8
+	p.HostKVTokens, p.HostKVLoadTokensPerS = 8000, 200_000
+	return p
+}
+
 // TestHostTierKeepsEvictedBlocks: a block the GPU cache evicts moves to
 // the host tier, a match continues into it, and a hit there is loaded (its
 // transfer added to the admitting step) instead of recomputed, counted as
@@ -149,9 +159,7 @@ func TestHostTierBounded(t *testing.T) {
 // give exactly what stepping one at a time gives, and the same seed the
 // same events; the tier serves hits and stays within its size.
 func TestHostTierRunsEqualSteps(t *testing.T) {
-	p := HalfProfile()
-	p.KVTokens, p.MaxSeqs = 12_000, 8
-	p.HostKVTokens, p.HostKVLoadTokensPerS = 8000, 200_000
+	p := blocksHostProfile()
 	hostHits := 0
 	for seed := uint64(1); seed <= 30; seed++ {
 		stepped, st := replayBlocks(t, p, Options{MaxStepsPerRun: 1}, seed)

@@ -183,6 +183,15 @@ func (ch *channel) lastArrived(now time.Duration) *message {
 	return m
 }
 
+// poolOf is backend b's pool and its ID in that pool's routers: 0 and b
+// without pools, so that a fleet without them never reads its specs here.
+func (s *simulation) poolOf(b int) (int, router.BackendID) {
+	if len(s.cfg.Pools) == 0 {
+		return 0, router.BackendID(b)
+	}
+	return s.cfg.Backends[b].Pool, router.BackendID(s.local[b])
+}
+
 // chanOf is backend b's channel to region.
 func (s *simulation) chanOf(b, region int) *channel {
 	return &s.channels[b*len(s.cfg.Regions)+region]
@@ -231,11 +240,10 @@ func (s *simulation) deliver(b, region int) {
 	}
 	defer s.dropMessage(last)
 	latest := last.st
-	p := 0
+	p, id := s.poolOf(b)
 	if len(s.cfg.Pools) > 0 { // the pool's router knows the backend by its index in the pool
-		p = s.cfg.Backends[b].Pool
 		local := *latest
-		local.Backend = s.local[b]
+		local.Backend = int(id)
 		latest = &local
 	}
 	for _, ri := range s.byRegion[region] {
@@ -280,7 +288,7 @@ func (s *simulation) prefetch(due []int32, region int) {
 	var x uint64
 	routers := s.byRegion[region]
 	for _, b := range due {
-		p, id := s.cfg.Backends[b].Pool, router.BackendID(s.local[b]) // 0 and b without pools
+		p, id := s.poolOf(int(b))
 		x += uint64(s.chanOf(int(b), region).head)
 		for _, ri := range routers {
 			x += s.routers[ri].subs[p].Prefetch(id)
