@@ -41,7 +41,7 @@ func addSecureFlags(f *pflag.FlagSet, s *secureFlags, upstreams bool) {
 	f.DurationVar(&l.WriteTimeout, "write-timeout", l.WriteTimeout, "longest wait for one write to the client (renewed per write: streams are not cut)")
 	f.DurationVar(&l.IdleTimeout, "idle-timeout", l.IdleTimeout, "close a kept-alive connection idle this long")
 	f.IntVar(&l.MaxConns, "max-connections", l.MaxConns, "connections served at once; more wait in the accept queue")
-	f.Int64Var(&l.LargeBody, "large-body-bytes", l.LargeBody, "a request body larger than this (or of unknown length) is large")
+	f.Int64Var(&l.LargeBody, "large-body-bytes", l.LargeBody, "a request body larger than this is large: it takes one of --max-large-bodies slots once this many bytes of it have arrived")
 	f.IntVar(&l.MaxLargeBodies, "max-large-bodies", l.MaxLargeBodies, "requests with large bodies served at once; more get 503")
 	f.Int64Var(&l.MaxBodyMemory, "max-body-memory", l.MaxBodyMemory, "bytes of memory for the large bodies served at once, each charged 4 times its size (parsing included); more get 503 at once (0: no bound)")
 }

@@ -15,10 +15,15 @@
 //     never cut while the client reads, and a client that stops reading
 //     loses its request (and the gateway slot behind it) WriteTimeout after
 //     the socket's buffers filled;
-//   - a body larger than LargeBody (or of unknown length) needs one of
-//     MaxLargeBodies slots for as long as its request runs; without one the
-//     request is refused with 503 and Retry-After before any byte of it is
-//     read.
+//   - a body larger than LargeBody needs one of MaxLargeBodies slots for
+//     as long as its request runs, and BodyMemoryFactor times its bytes of
+//     MaxBodyMemory. It takes them as its bytes arrive, once more than
+//     LargeBody of them have (a declared length or not), so a client that
+//     stalls before sending them holds nothing but its connection. A
+//     declared length that cannot be served now is refused with 503 and
+//     Retry-After before any byte of it is read; one that passes when the
+//     check is made, and a body of unknown length, when it passes LargeBody
+//     (or the memory runs out) midway.
 //
 // The listener accepts at most MaxConns connections at once; further ones
 // wait in the kernel's accept queue (and time out there on the client's

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 )
 
@@ -49,30 +48,29 @@ func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		if r.ContentLength < 0 || r.ContentLength > s.lim.LargeBody {
-			select {
-			case s.large <- struct{}{}:
-				defer func() { <-s.large }()
-			default:
-				w.Header().Set("Retry-After", "1")
-				w.Header().Set("Connection", "close")
-				http.Error(w, "too many large request bodies at once (over "+strconv.FormatInt(s.lim.LargeBody, 10)+" bytes or of unknown length); retry", http.StatusServiceUnavailable)
-				return
-			}
-			if s.mem != nil {
-				if r.ContentLength > 0 {
-					cost, status, ok := s.mem.take(r.ContentLength)
-					if !ok {
-						refuseMemory(w, status, s.mem.size, r.ContentLength)
-						return
-					}
-					defer s.mem.sem.Release(cost)
-				} else { // unknown length: charged as it arrives
-					mb := &meteredBody{ReadCloser: r.Body, b: s.mem}
-					r.Body = mb
-					defer mb.release()
-					w = &memoryAnswer{ResponseWriter: w, body: mb}
+			// A body that may be large takes a slot and its memory only as
+			// its bytes arrive (largeBody): a client that declares a large
+			// body, or starts one of unknown length, and then stalls holds
+			// nothing but its connection. A declared length that cannot be
+			// served now is still refused before a byte of it is read.
+			if r.ContentLength > 0 {
+				if s.mem != nil && r.ContentLength > s.mem.size/BodyMemoryFactor {
+					refuseMemory(w, http.StatusRequestEntityTooLarge, s.mem.size, r.ContentLength)
+					return
+				}
+				if len(s.large) == cap(s.large) {
+					refuseLarge(w, s.lim.LargeBody)
+					return
+				}
+				if s.mem != nil && !s.mem.fits(r.ContentLength) {
+					refuseMemory(w, http.StatusServiceUnavailable, s.mem.size, r.ContentLength)
+					return
 				}
 			}
+			lb := &largeBody{ReadCloser: r.Body, s: s}
+			r.Body = lb
+			defer lb.release()
+			w = &largeAnswer{ResponseWriter: w, body: lb}
 		}
 		if s.lim.BodyReadTimeout > 0 {
 			if err := rc.SetReadDeadline(time.Now().Add(s.lim.BodyReadTimeout)); err == nil {

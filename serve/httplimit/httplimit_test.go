@@ -325,3 +325,119 @@ func TestNoDeadlineOnAGoneRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestStalledBodiesHoldNoSlot: a body that may be large (a declared length
+// above LargeBody, or no length) takes its slot only once more than
+// LargeBody bytes of it have arrived. Clients that start such bodies and
+// stall keep no one else's large body out; one that sends more than
+// LargeBody and stalls holds its slot, and refusals then come as 503 with
+// Retry-After (a declared length before its body, one of unknown length
+// when it passes LargeBody); the slot comes back when that client leaves.
+func TestStalledBodiesHoldNoSlot(t *testing.T) {
+	l := short()
+	l.LargeBody, l.MaxLargeBodies, l.BodyReadTimeout = 10, 1, hangGuard
+	entered, large := make(chan struct{}, 8), make(chan struct{}, 1)
+	addr := start(t, l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/stall" {
+			if _, err := io.ReadAll(r.Body); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+			}
+			return
+		}
+		entered <- struct{}{}
+		var n int
+		buf := make([]byte, 64)
+		for {
+			k, err := r.Body.Read(buf)
+			if n <= int(l.LargeBody) && n+k > int(l.LargeBody) {
+				large <- struct{}{}
+			}
+			n += k
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer http.DefaultClient.CloseIdleConnections()
+	stall := func(request string) net.Conn {
+		t.Helper()
+		c := dial(t, addr)
+		if _, err := io.WriteString(c, request); err != nil {
+			t.Fatal(err)
+		}
+		answered := make(chan string, 1)
+		go func() { // ends when the test closes c
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			answered <- line
+		}()
+		select {
+		case <-entered:
+		case line := <-answered:
+			t.Fatalf("a request that stalled in its body was answered %q instead of reaching its handler", strings.TrimSpace(line))
+		case <-time.After(hangGuard):
+			t.Fatal("a stalled request never reached its handler")
+		}
+		return c
+	}
+	// Three bodies of unknown length and two declared large, each stopped
+	// within its first LargeBody bytes.
+	for range 3 {
+		stall("POST /stall HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+	}
+	for range 2 {
+		stall("POST /stall HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\nhello")
+	}
+	body := strings.Repeat("b", 100)
+	post := func(chunked bool) *http.Response {
+		t.Helper()
+		var rd io.Reader = strings.NewReader(body)
+		if chunked {
+			rd = io.MultiReader(rd) // hides the length: sent chunked
+		}
+		resp, err := http.Post("http://"+addr+"/", "text/plain", rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp
+	}
+	for _, chunked := range []bool{false, true} {
+		if code := post(chunked).StatusCode; code != http.StatusOK {
+			t.Errorf("a large body (chunked %v) beside five stalled ones: %d, want 200", chunked, code)
+		}
+	}
+
+	// One that sends more than LargeBody and stalls holds the slot.
+	holder := stall("POST /stall HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n14\r\n01234567890123456789\r\n")
+	select {
+	case <-large:
+	case <-time.After(hangGuard):
+		t.Fatal("the holder's bytes never reached its handler")
+	}
+	for _, chunked := range []bool{false, true} {
+		resp := post(chunked)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("a large body (chunked %v) while the slot is held: %d, Retry-After %q; want 503 with it",
+				chunked, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	resp, err := http.Post("http://"+addr+"/", "text/plain", strings.NewReader("small"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a small body while the slot is held: %d, want 200", resp.StatusCode)
+	}
+
+	// The holder leaves: its slot comes back once its handler has ended.
+	_ = holder.Close()
+	deadline := time.Now().Add(hangGuard)
+	for post(false).StatusCode != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("the slot of a client that left never came back")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

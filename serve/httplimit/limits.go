@@ -24,14 +24,15 @@ type Limits struct {
 	// MaxConns bounds the connections open at once.
 	MaxConns int
 	// LargeBody is the size above which a body is large; MaxLargeBodies
-	// bounds the requests with large bodies served at once.
+	// bounds the requests with large bodies served at once. A body takes
+	// its slot once more than LargeBody bytes of it have arrived.
 	LargeBody      int64
 	MaxLargeBodies int
 	// MaxBodyMemory bounds the memory of the large bodies served at once:
-	// each is charged BodyMemoryFactor times its size, at its start (a
-	// declared length) or as it arrives (unknown length); a request beyond
-	// it is answered 503 with Retry-After at once, never kept waiting. 0:
-	// no bound but MaxLargeBodies.
+	// each is charged BodyMemoryFactor times its bytes as they arrive; a
+	// request beyond it is answered 503 with Retry-After at once (a
+	// declared length that does not fit what is left, before its body is
+	// read), never kept waiting. 0: no bound but MaxLargeBodies.
 	MaxBodyMemory int64
 }
 
