@@ -23,7 +23,9 @@
 //     declared length that cannot be served now is refused with 503 and
 //     Retry-After before any byte of it is read; one that passes when the
 //     check is made, and a body of unknown length, when it passes LargeBody
-//     (or the memory runs out) midway.
+//     (or the memory runs out) midway: the answer is then the refusal's,
+//     and over HTTP/1 the rest of the body (up to 16 MiB) is read and
+//     thrown away first, so the client sees it rather than a reset.
 //
 // The listener accepts at most MaxConns connections at once; further ones
 // wait in the kernel's accept queue (and time out there on the client's

@@ -46,6 +46,7 @@ func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), takeoverKey{}, s))
 	}
 	rc := http.NewResponseController(w)
+	var drain *largeBody // an HTTP/1 body that may be refused midway
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		if r.ContentLength < 0 || r.ContentLength > s.lim.LargeBody {
 			// A body that may be large takes a slot and its memory only as
@@ -53,24 +54,27 @@ func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// body, or starts one of unknown length, and then stalls holds
 			// nothing but its connection. A declared length that cannot be
 			// served now is still refused before a byte of it is read.
-			if r.ContentLength > 0 {
-				if s.mem != nil && r.ContentLength > s.mem.size/BodyMemoryFactor {
-					refuseMemory(w, http.StatusRequestEntityTooLarge, s.mem.size, r.ContentLength)
+			h1 := r.ProtoMajor < 2
+			if n := r.ContentLength; n > 0 {
+				switch {
+				case s.mem != nil && n > s.mem.size/BodyMemoryFactor:
+					tooLarge(s.mem.size, n, false).answer(w, h1)
 					return
-				}
-				if len(s.large) == cap(s.large) {
-					refuseLarge(w, s.lim.LargeBody)
+				case len(s.large) == cap(s.large):
+					noSlot(s.lim.LargeBody).answer(w, h1)
 					return
-				}
-				if s.mem != nil && !s.mem.fits(r.ContentLength) {
-					refuseMemory(w, http.StatusServiceUnavailable, s.mem.size, r.ContentLength)
+				case s.mem != nil && !s.mem.fits(n):
+					noMemory(s.mem.size).answer(w, h1)
 					return
 				}
 			}
 			lb := &largeBody{ReadCloser: r.Body, s: s}
 			r.Body = lb
 			defer lb.release()
-			w = &largeAnswer{ResponseWriter: w, body: lb}
+			w = &largeAnswer{ResponseWriter: w, body: lb, h1: h1}
+			if h1 {
+				drain = lb
+			}
 		}
 		if s.lim.BodyReadTimeout > 0 {
 			if err := rc.SetReadDeadline(time.Now().Add(s.lim.BodyReadTimeout)); err == nil {
@@ -92,6 +96,9 @@ func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = pw
 	}
 	s.next.ServeHTTP(w, r)
+	if drain != nil {
+		drain.drainRefused()
+	}
 }
 
 // deadlineBody clears the body's read deadline once the body has ended, so

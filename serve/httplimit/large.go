@@ -74,24 +74,48 @@ func (b *budget) fits(n int64) bool {
 	return b.used.Load()+n*BodyMemoryFactor <= b.size
 }
 
-// refuseMemory answers a request whose body the budget cannot take now
-// (503, Retry-After) or ever (413), before any byte of it is read.
-func refuseMemory(w http.ResponseWriter, status int, size, n int64) {
-	w.Header().Set("Connection", "close")
-	if status == http.StatusRequestEntityTooLarge {
-		http.Error(w, fmt.Sprintf("a request body of %d bytes is more than this server holds (--max-body-memory %d bytes, %d per byte of body)", n, size, BodyMemoryFactor), status)
-		return
-	}
-	w.Header().Set("Retry-After", "1")
-	http.Error(w, "the server holds as many large request bodies as its memory for them allows (--max-body-memory "+strconv.FormatInt(size, 10)+" bytes); retry", status)
+// refusal is why a large body is not served: no slot free, no memory
+// left, or more than the whole memory can hold.
+type refusal struct {
+	status int // 503 (retry) or 413
+	msg    string
 }
 
-// refuseLarge answers a request of declared large length while every
-// large body's slot is taken, before any byte of its body is read.
-func refuseLarge(w http.ResponseWriter, large int64) {
-	w.Header().Set("Retry-After", "1")
-	w.Header().Set("Connection", "close")
-	http.Error(w, "too many large request bodies at once (over "+strconv.FormatInt(large, 10)+" bytes); retry", http.StatusServiceUnavailable)
+func noSlot(large int64) refusal {
+	return refusal{http.StatusServiceUnavailable, "too many large request bodies at once (over " + strconv.FormatInt(large, 10) + " bytes); retry"}
+}
+
+func noMemory(size int64) refusal {
+	return refusal{http.StatusServiceUnavailable, "the server holds as many large request bodies as its memory for them allows (--max-body-memory " + strconv.FormatInt(size, 10) + " bytes); retry"}
+}
+
+// tooLarge: a body of n bytes (or, with sofar, of which n have arrived),
+// more than the whole budget holds.
+func tooLarge(size, n int64, sofar bool) refusal {
+	of := "of " + strconv.FormatInt(n, 10) + " bytes"
+	if sofar {
+		of = "of unknown length (" + strconv.FormatInt(n, 10) + " bytes so far)"
+	}
+	return refusal{http.StatusRequestEntityTooLarge, fmt.Sprintf("a request body %s is more than this server holds (--max-body-memory %d bytes, %d per byte of body)", of, size, BodyMemoryFactor)}
+}
+
+// answer writes the refusal as the request's whole answer. An HTTP/1
+// connection is closed after it (the rest of the body is not read); an
+// HTTP/2 connection is not, so that the other streams of a router's shared
+// connection go on.
+func (f refusal) answer(w http.ResponseWriter, h1 bool) {
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if h1 {
+		h.Set("Connection", "close")
+	}
+	if f.status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(f.status)
+	_, _ = io.WriteString(w, f.msg+"\n")
 }
 
 // largeBody is a body that may be large: one of declared length above
@@ -108,13 +132,17 @@ type largeBody struct {
 	read    int64
 	slot    bool  // holds one of s.large
 	taken   int64 // of the budget
-	refused error // ErrLargeBodies or ErrBodyMemory; errReleased after release
+	refused error // ErrLargeBodies, ErrBodyMemory or errTooLarge; errReleased after release
 
 	mu sync.Mutex // release may run after a Read on another goroutine
 }
 
 // errReleased is what a read returns after the request ended.
 var errReleased = errors.New("httplimit: body read after its request ended")
+
+// errTooLarge is what reading a body of unknown length returns once it is
+// more than the whole memory budget holds; the answer is then 413.
+var errTooLarge = errors.New("httplimit: the request body is more than this server holds (--max-body-memory)")
 
 func (m *largeBody) Read(p []byte) (int, error) {
 	m.mu.Lock()
@@ -139,7 +167,10 @@ func (m *largeBody) Read(p []byte) (int, error) {
 	// The handler keeps what it reads: charge it, a step ahead (memoryStep,
 	// or an eighth of the budget if less), or just what it needs.
 	if b := m.s.mem; b != nil {
-		if need := m.read * BodyMemoryFactor; need > m.taken {
+		if need := m.read * BodyMemoryFactor; need > b.size {
+			m.refused = errTooLarge
+			return 0, m.refused
+		} else if need > m.taken {
 			step := max(need-m.taken, min(memoryStep*BodyMemoryFactor, b.size/8))
 			if !b.tryTake(step) {
 				step = need - m.taken
@@ -171,29 +202,63 @@ func (m *largeBody) release() {
 	}
 }
 
-// wasRefused says whether a slot or the budget refused the body.
-func (m *largeBody) wasRefused() bool {
+// maxDrain bounds what is read and thrown away of a body refused midway
+// (drainRefused): 16 MiB, twice the largest body a router or gateway takes.
+const maxDrain = 16 << 20
+
+// drainRefused, once the handler has returned, gives the slot and memory
+// back and, if the body was refused midway, reads the rest of it (up to
+// maxDrain, within the body's read deadline) into a small buffer and throws
+// it away. An HTTP/1 client writes its whole body before it reads the
+// answer: closing the connection under it would reset the connection and
+// lose the 503 and its Retry-After. It takes neither slot nor memory.
+func (m *largeBody) drainRefused() {
+	m.release()
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return errors.Is(m.refused, ErrLargeBodies) || errors.Is(m.refused, ErrBodyMemory)
+	refused := m.refused != nil && !errors.Is(m.refused, errReleased)
+	m.mu.Unlock()
+	if refused {
+		_, _ = io.CopyBuffer(io.Discard, io.LimitReader(m.ReadCloser, maxDrain), make([]byte, 32<<10))
+	}
 }
 
-// largeAnswer turns the answer to a request whose body was refused midway
-// (no slot, or no budget) into 503 with Retry-After, whatever status its
-// handler chose (it saw a read error, and would say 400).
+// refusal is why the body was refused, if it was.
+func (m *largeBody) refusal() (refusal, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case errors.Is(m.refused, ErrLargeBodies):
+		return noSlot(m.s.lim.LargeBody), true
+	case errors.Is(m.refused, ErrBodyMemory):
+		return noMemory(m.s.mem.size), true
+	case errors.Is(m.refused, errTooLarge):
+		return tooLarge(m.s.mem.size, m.read, true), true
+	}
+	return refusal{}, false
+}
+
+// largeAnswer replaces the answer to a request whose body was refused
+// midway (no slot, no memory, or more than the memory holds) with the
+// refusal (503 with Retry-After, or 413), whatever its handler chose to
+// answer (it saw a read error, and would say 400).
 type largeAnswer struct {
 	http.ResponseWriter
-	body  *largeBody
-	wrote bool
+	body     *largeBody
+	h1       bool
+	wrote    bool
+	replaced bool // the refusal was written; the handler's writes are dropped
 }
 
 func (w *largeAnswer) WriteHeader(code int) {
+	if w.replaced {
+		return
+	}
 	if !w.wrote {
 		w.wrote = true
-		if w.body.wasRefused() && code < http.StatusInternalServerError {
-			w.Header().Set("Retry-After", "1")
-			w.Header().Set("Connection", "close")
-			code = http.StatusServiceUnavailable
+		if f, ok := w.body.refusal(); ok && code < http.StatusInternalServerError {
+			w.replaced = true
+			f.answer(w.ResponseWriter, w.h1)
+			return
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -202,6 +267,9 @@ func (w *largeAnswer) WriteHeader(code int) {
 func (w *largeAnswer) Write(p []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
+	}
+	if w.replaced {
+		return len(p), nil
 	}
 	return w.ResponseWriter.Write(p)
 }

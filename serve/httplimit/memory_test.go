@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"strings"
@@ -44,8 +45,15 @@ func holdingServer(t *testing.T, l httplimit.Limits, handle func(r *http.Request
 
 func readAll(r *http.Request) (any, error) { return io.ReadAll(r.Body) }
 
+// answer is what a client got.
+type answer struct {
+	code   int
+	header http.Header
+	body   string
+}
+
 // send posts body to addr+path; chunked sends it without a length.
-func send(t *testing.T, addr, path string, body []byte, chunked bool) *http.Response {
+func send(t *testing.T, addr, path string, body []byte, chunked bool) answer {
 	t.Helper()
 	var rd io.Reader = bytes.NewReader(body)
 	if chunked {
@@ -59,9 +67,12 @@ func send(t *testing.T, addr, path string, body []byte, chunked bool) *http.Resp
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	got, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	return resp
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{resp.StatusCode, resp.Header, string(got)}
 }
 
 // TestBodyMemoryBudget: large bodies are charged BodyMemoryFactor times
@@ -78,7 +89,7 @@ func TestBodyMemoryBudget(t *testing.T) {
 	defer http.DefaultClient.CloseIdleConnections()
 	b := func(n int) []byte { return bytes.Repeat([]byte("b"), n) }
 	done := make(chan int, 1)
-	go func() { done <- send(t, addr, "/hold", b(200), false).StatusCode }()
+	go func() { done <- send(t, addr, "/hold", b(200), false).code }()
 	<-held // 200 of 250 taken
 	for _, tt := range []struct {
 		name    string
@@ -92,13 +103,19 @@ func TestBodyMemoryBudget(t *testing.T) {
 		{"within what is left, of unknown length", 40, true, http.StatusOK},
 		{"small: not charged", 9, false, http.StatusOK},
 		{"more than the whole budget", 300, false, http.StatusRequestEntityTooLarge},
+		{"more than the whole budget, of unknown length", 300, true, http.StatusRequestEntityTooLarge},
 	} {
-		resp := send(t, addr, "/", b(tt.n), tt.chunked)
-		if resp.StatusCode != tt.want {
-			t.Errorf("%s (%d bytes): status %d, want %d", tt.name, tt.n, resp.StatusCode, tt.want)
+		got := send(t, addr, "/", b(tt.n), tt.chunked)
+		if got.code != tt.want {
+			t.Errorf("%s (%d bytes): status %d, want %d", tt.name, tt.n, got.code, tt.want)
 		}
-		if tt.want == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
-			t.Errorf("%s: 503 without Retry-After", tt.name)
+		if retry := got.header.Get("Retry-After"); (tt.want == http.StatusServiceUnavailable) != (retry != "") {
+			t.Errorf("%s: status %d with Retry-After %q", tt.name, got.code, retry)
+		}
+		// A refusal says why, in its own words, even when it came midway
+		// and the handler had answered its read error with a 400.
+		if tt.want != http.StatusOK && (!strings.Contains(got.body, "--max-body-memory") || strings.Contains(got.body, "httplimit:")) {
+			t.Errorf("%s: the answer says %q, want the refusal's own reason", tt.name, got.body)
 		}
 	}
 	close(release)
@@ -106,7 +123,7 @@ func TestBodyMemoryBudget(t *testing.T) {
 		t.Fatalf("the held request: %d", code)
 	}
 	for _, chunked := range []bool{false, true} {
-		if code := send(t, addr, "/", b(240), chunked).StatusCode; code != http.StatusOK {
+		if code := send(t, addr, "/", b(240), chunked).code; code != http.StatusOK {
 			t.Errorf("240 bytes (chunked %v) once the budget came back: %d, want 200", chunked, code)
 		}
 	}
@@ -173,7 +190,7 @@ func peakHeap(t *testing.T, l httplimit.Limits, body []byte, bodies int) (peak u
 	codes := make(chan int, bodies)
 	var clients sync.WaitGroup
 	for range bodies {
-		clients.Go(func() { codes <- send(t, addr, "/hold", body, false).StatusCode })
+		clients.Go(func() { codes <- send(t, addr, "/hold", body, false).code })
 	}
 	// Every request either is held (admitted and parsed) or was refused.
 	refused := 0
@@ -224,5 +241,27 @@ func TestBodyMemoryBoundsTheHeap(t *testing.T) {
 		l.MaxBodyMemory = 0
 		peak, admitted := peakHeap(t, l, body, 16)
 		t.Logf("no budget: %d admitted, peak heap growth %d MiB", admitted, peak>>20)
+	}
+}
+
+// TestRefusalKeepsAnHTTP2Connection: a refused large body closes an HTTP/1
+// connection (the rest of its body is not read) but not an HTTP/2 one,
+// whose other streams (a router's requests to a gateway share one) go on;
+// Go's HTTP/2 server shuts the connection on a Connection: close header.
+func TestRefusalKeepsAnHTTP2Connection(t *testing.T) {
+	l := short()
+	l.LargeBody, l.MaxBodyMemory = 10, 100*httplimit.BodyMemoryFactor
+	h := httplimit.Handler(ok, l)
+	for _, major := range []int{1, 2} {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(strings.Repeat("b", 200)))
+		r.ProtoMajor, r.ProtoMinor = major, 0
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusRequestEntityTooLarge {
+			t.Errorf("HTTP/%d: a body over the whole budget: %d, want 413", major, w.Code)
+		}
+		if got, want := w.Header().Get("Connection"), map[int]string{1: "close", 2: ""}[major]; got != want {
+			t.Errorf("HTTP/%d: Connection %q, want %q", major, got, want)
+		}
 	}
 }
