@@ -68,7 +68,7 @@ func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
-			lb := &largeBody{ReadCloser: r.Body, s: s}
+			lb := &largeBody{ReadCloser: r.Body, s: s, declared: r.ContentLength}
 			r.Body = lb
 			defer lb.release()
 			w = &largeAnswer{ResponseWriter: w, body: lb, h1: h1}
@@ -82,8 +82,9 @@ func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	var pw *perWrite
 	if s.lim.WriteTimeout > 0 {
-		pw := &perWrite{ResponseWriter: w, rc: http.NewResponseController(w), d: s.lim.WriteTimeout}
+		pw = &perWrite{ResponseWriter: w, rc: http.NewResponseController(w), d: s.lim.WriteTimeout}
 		// The server writes what is buffered after the handler returns:
 		// that write gets its own deadline too, unless the request is gone
 		// (an HTTP/2 stream reset: a deadline set on it would keep a timer,
@@ -98,6 +99,11 @@ func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.next.ServeHTTP(w, r)
 	if drain != nil {
 		drain.drainRefused()
+		// The refusal goes out after the drain: give its write the whole
+		// WriteTimeout, even if the drain's read deadline ended the request.
+		if pw != nil {
+			pw.renew()
+		}
 	}
 }
 

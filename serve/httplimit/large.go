@@ -24,13 +24,15 @@ const BodyMemoryFactor = 4
 
 // ErrBodyMemory is what reading a large body returns once the listener's
 // budget for large bodies (MaxBodyMemory) is spent; the request is then
-// answered 503 with Retry-After, whatever its handler writes.
+// answered 503 with Retry-After in place of its handler's answer (unless
+// the handler had already written its header, or answers 5xx).
 var ErrBodyMemory = errors.New("httplimit: the server holds as many large request bodies as its memory for them allows; retry")
 
 // ErrLargeBodies is what reading a body returns when it grows past
 // LargeBody while MaxLargeBodies large bodies are being served; the
-// request is then answered 503 with Retry-After, whatever its handler
-// writes.
+// request is then answered 503 with Retry-After in place of its handler's
+// answer (unless the handler had already written its header, or answers
+// 5xx).
 var ErrLargeBodies = errors.New("httplimit: the server serves as many large request bodies as it takes at once; retry")
 
 // memoryStep is how much of the budget a large body takes at a time, as
@@ -100,8 +102,9 @@ func tooLarge(size, n int64, sofar bool) refusal {
 }
 
 // answer writes the refusal as the request's whole answer. An HTTP/1
-// connection is closed after it (the rest of the body is not read); an
-// HTTP/2 connection is not, so that the other streams of a router's shared
+// connection is closed after it (the rest of the body is left unread, or,
+// refused midway, read and thrown away first: drainRefused); an HTTP/2
+// connection is not, so that the other streams of a router's shared
 // connection go on.
 func (f refusal) answer(w http.ResponseWriter, h1 bool) {
 	h := w.Header()
@@ -122,17 +125,24 @@ func (f refusal) answer(w http.ResponseWriter, h1 bool) {
 // LargeBody or of unknown length. Once more than LargeBody bytes of it
 // have arrived it takes one of the listener's MaxLargeBodies slots, and
 // from then on BodyMemoryFactor times its bytes of the memory budget,
-// about memoryStep at a time; when either is not there its reads fail
-// (ErrLargeBodies, ErrBodyMemory) and largeAnswer turns the answer into
-// 503. Until then it holds neither, so a client that stalls before
-// sending a large body's bytes keeps nobody else's large body out.
+// about memoryStep at a time (never more than its declared length's
+// worth); when either is not there its reads fail (ErrLargeBodies,
+// ErrBodyMemory, errTooLarge) and largeAnswer answers with the refusal.
+// Until then it holds neither, so a client that stalls before sending a
+// large body's bytes keeps nobody else's large body out.
 type largeBody struct {
 	io.ReadCloser
-	s       *limited
-	read    int64
-	slot    bool  // holds one of s.large
-	taken   int64 // of the budget
-	refused error // ErrLargeBodies, ErrBodyMemory or errTooLarge; errReleased after release
+	s        *limited
+	declared int64 // the declared length; -1 for unknown
+	read     int64
+	slot     bool  // holds one of s.large
+	taken    int64 // of the budget
+	err      error // what reads return once refused or released
+
+	// why is the refusal, once there is one: read by largeAnswer without
+	// mu, which a Read holds while it waits for the client (a handler may
+	// answer while another goroutine reads).
+	why atomic.Pointer[refusal]
 
 	mu sync.Mutex // release may run after a Read on another goroutine
 }
@@ -144,11 +154,18 @@ var errReleased = errors.New("httplimit: body read after its request ended")
 // more than the whole memory budget holds; the answer is then 413.
 var errTooLarge = errors.New("httplimit: the request body is more than this server holds (--max-body-memory)")
 
+// refuse records why the body is refused; reads return err from now on.
+func (m *largeBody) refuse(err error, f refusal) (int, error) {
+	m.err = err
+	m.why.Store(&f)
+	return 0, err
+}
+
 func (m *largeBody) Read(p []byte) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.refused != nil {
-		return 0, m.refused
+	if m.err != nil {
+		return 0, m.err
 	}
 	n, err := m.ReadCloser.Read(p)
 	m.read += int64(n)
@@ -160,23 +177,25 @@ func (m *largeBody) Read(p []byte) (int, error) {
 		case m.s.large <- struct{}{}:
 			m.slot = true
 		default:
-			m.refused = ErrLargeBodies
-			return 0, m.refused
+			return m.refuse(ErrLargeBodies, noSlot(m.s.lim.LargeBody))
 		}
 	}
 	// The handler keeps what it reads: charge it, a step ahead (memoryStep,
-	// or an eighth of the budget if less), or just what it needs.
+	// or an eighth of the budget if less, or what is left of a declared
+	// length), or just what it needs.
 	if b := m.s.mem; b != nil {
 		if need := m.read * BodyMemoryFactor; need > b.size {
-			m.refused = errTooLarge
-			return 0, m.refused
+			return m.refuse(errTooLarge, tooLarge(b.size, m.read, true))
 		} else if need > m.taken {
-			step := max(need-m.taken, min(memoryStep*BodyMemoryFactor, b.size/8))
+			ahead := min(memoryStep*BodyMemoryFactor, b.size/8)
+			if m.declared > 0 {
+				ahead = min(ahead, m.declared*BodyMemoryFactor-m.taken)
+			}
+			step := max(need-m.taken, ahead)
 			if !b.tryTake(step) {
 				step = need - m.taken
 				if !b.tryTake(step) {
-					m.refused = ErrBodyMemory
-					return 0, m.refused
+					return m.refuse(ErrBodyMemory, noMemory(b.size))
 				}
 			}
 			m.taken += step
@@ -197,8 +216,8 @@ func (m *largeBody) release() {
 		<-m.s.large
 		m.slot = false
 	}
-	if m.refused == nil {
-		m.refused = errReleased // a late read takes nothing more
+	if m.err == nil {
+		m.err = errReleased // a late read takes nothing more
 	}
 }
 
@@ -208,33 +227,16 @@ const maxDrain = 16 << 20
 
 // drainRefused, once the handler has returned, gives the slot and memory
 // back and, if the body was refused midway, reads the rest of it (up to
-// maxDrain, within the body's read deadline) into a small buffer and throws
-// it away. An HTTP/1 client writes its whole body before it reads the
-// answer: closing the connection under it would reset the connection and
-// lose the 503 and its Retry-After. It takes neither slot nor memory.
+// maxDrain, within the body's read deadline, which a refusal leaves set)
+// into a small buffer and throws it away. An HTTP/1 client writes its
+// whole body before it reads the answer: closing the connection under it
+// would reset the connection and lose the answer. It takes neither slot
+// nor memory.
 func (m *largeBody) drainRefused() {
 	m.release()
-	m.mu.Lock()
-	refused := m.refused != nil && !errors.Is(m.refused, errReleased)
-	m.mu.Unlock()
-	if refused {
+	if m.why.Load() != nil {
 		_, _ = io.CopyBuffer(io.Discard, io.LimitReader(m.ReadCloser, maxDrain), make([]byte, 32<<10))
 	}
-}
-
-// refusal is why the body was refused, if it was.
-func (m *largeBody) refusal() (refusal, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch {
-	case errors.Is(m.refused, ErrLargeBodies):
-		return noSlot(m.s.lim.LargeBody), true
-	case errors.Is(m.refused, ErrBodyMemory):
-		return noMemory(m.s.mem.size), true
-	case errors.Is(m.refused, errTooLarge):
-		return tooLarge(m.s.mem.size, m.read, true), true
-	}
-	return refusal{}, false
 }
 
 // largeAnswer replaces the answer to a request whose body was refused
@@ -255,7 +257,7 @@ func (w *largeAnswer) WriteHeader(code int) {
 	}
 	if !w.wrote {
 		w.wrote = true
-		if f, ok := w.body.refusal(); ok && code < http.StatusInternalServerError {
+		if f := w.body.why.Load(); f != nil && code < http.StatusInternalServerError {
 			w.replaced = true
 			f.answer(w.ResponseWriter, w.h1)
 			return

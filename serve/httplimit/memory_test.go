@@ -1,10 +1,12 @@
 package httplimit_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -52,27 +54,44 @@ type answer struct {
 	body   string
 }
 
-// send posts body to addr+path; chunked sends it without a length.
-func send(t *testing.T, addr, path string, body []byte, chunked bool) answer {
-	t.Helper()
+// post posts body to addr+path; chunked sends it without a length. It
+// may run on any goroutine.
+func post(addr, path string, body []byte, chunked bool) (answer, error) {
 	var rd io.Reader = bytes.NewReader(body)
 	if chunked {
 		rd = io.MultiReader(rd) // hides the length: sent chunked
 	}
 	req, err := http.NewRequest(http.MethodPost, "http://"+addr+path, rd)
 	if err != nil {
-		t.Fatal(err)
+		return answer{}, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return answer{}, err
 	}
 	got, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
+	return answer{resp.StatusCode, resp.Header, string(got)}, err
+}
+
+// send is post on the test's goroutine, failing the test on an error.
+func send(t *testing.T, addr, path string, body []byte, chunked bool) answer {
+	t.Helper()
+	got, err := post(addr, path, body, chunked)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return answer{resp.StatusCode, resp.Header, string(got)}
+	return got
+}
+
+// code is the status of post, or the error in its place, for a goroutine
+// to hand the test's own.
+func code(addr, path string, body []byte, chunked bool) any {
+	got, err := post(addr, path, body, chunked)
+	if err != nil {
+		return err
+	}
+	return got.code
 }
 
 // TestBodyMemoryBudget: large bodies are charged BodyMemoryFactor times
@@ -88,8 +107,8 @@ func TestBodyMemoryBudget(t *testing.T) {
 	addr, held, release := holdingServer(t, l, readAll)
 	defer http.DefaultClient.CloseIdleConnections()
 	b := func(n int) []byte { return bytes.Repeat([]byte("b"), n) }
-	done := make(chan int, 1)
-	go func() { done <- send(t, addr, "/hold", b(200), false).code }()
+	done := make(chan any, 1)
+	go func() { done <- code(addr, "/hold", b(200), false) }()
 	<-held // 200 of 250 taken
 	for _, tt := range []struct {
 		name    string
@@ -119,8 +138,8 @@ func TestBodyMemoryBudget(t *testing.T) {
 		}
 	}
 	close(release)
-	if code := <-done; code != http.StatusOK {
-		t.Fatalf("the held request: %d", code)
+	if got := <-done; got != http.StatusOK {
+		t.Fatalf("the held request: %v", got)
 	}
 	for _, chunked := range []bool{false, true} {
 		if code := send(t, addr, "/", b(240), chunked).code; code != http.StatusOK {
@@ -187,10 +206,10 @@ func peakHeap(t *testing.T, l httplimit.Limits, body []byte, bodies int) (peak u
 			}
 		}
 	})
-	codes := make(chan int, bodies)
+	codes := make(chan any, bodies)
 	var clients sync.WaitGroup
 	for range bodies {
-		clients.Go(func() { codes <- send(t, addr, "/hold", body, false).code })
+		clients.Go(func() { codes <- code(addr, "/hold", body, false) })
 	}
 	// Every request either is held (admitted and parsed) or was refused.
 	refused := 0
@@ -198,9 +217,9 @@ func peakHeap(t *testing.T, l httplimit.Limits, body []byte, bodies int) (peak u
 		select {
 		case <-held:
 			admitted++
-		case code := <-codes:
-			if code != http.StatusServiceUnavailable {
-				t.Fatalf("a refused request: status %d, want 503", code)
+		case got := <-codes:
+			if got != http.StatusServiceUnavailable {
+				t.Fatalf("a refused request: %v, want status 503", got)
 			}
 			refused++
 		case <-time.After(3 * hangGuard): // parsing 8 MB bodies on a loaded machine
@@ -263,5 +282,117 @@ func TestRefusalKeepsAnHTTP2Connection(t *testing.T) {
 		if got, want := w.Header().Get("Connection"), map[int]string{1: "close", 2: ""}[major]; got != want {
 			t.Errorf("HTTP/%d: Connection %q, want %q", major, got, want)
 		}
+	}
+}
+
+// TestDeclaredBodiesTakeNoMoreThanTheirSize: a body of declared length
+// takes its memory a step ahead of its bytes, but never more than its
+// length's worth, so a budget that holds n such bodies serves n at once.
+// Thirteen 60-byte bodies fit the budget; the step ahead (an eighth of it,
+// 97 bytes of body) is more than one.
+func TestDeclaredBodiesTakeNoMoreThanTheirSize(t *testing.T) {
+	l := short()
+	l.LargeBody, l.MaxLargeBodies, l.BodyReadTimeout = 10, 16, hangGuard
+	l.MaxBodyMemory = 13 * 60 * httplimit.BodyMemoryFactor
+	addr, held, release := holdingServer(t, l, readAll)
+	defer http.DefaultClient.CloseIdleConnections()
+	body := bytes.Repeat([]byte("b"), 60)
+	codes := make(chan any, 12)
+	for range 12 {
+		go func() { codes <- code(addr, "/hold", body, false) }()
+	}
+	for i := range 12 {
+		select {
+		case <-held:
+		case got := <-codes:
+			t.Fatalf("body %d of twelve that fit the budget: %v", i+1, got)
+		case <-time.After(hangGuard):
+			t.Fatal("twelve bodies were neither held nor answered")
+		}
+	}
+	if got := send(t, addr, "/", body, false); got.code != http.StatusOK {
+		t.Errorf("the thirteenth body, which fits: %d %q", got.code, got.body)
+	}
+	close(release)
+	for range 12 {
+		if got := <-codes; got != http.StatusOK {
+			t.Errorf("a held body: %v", got)
+		}
+	}
+}
+
+// TestRefusedMidwayClientGetsTheAnswer: a simple HTTP/1 client writes its
+// whole body before it reads (as Python's http.client does; Go's reads an
+// early answer while it writes); a body refused midway (its slot taken) is read to its
+// end and thrown away, so such a client, sending 8 MiB, more than the
+// sockets' buffers, still gets the 503 and not a reset connection.
+func TestRefusedMidwayClientGetsTheAnswer(t *testing.T) {
+	l := short()
+	l.LargeBody, l.MaxLargeBodies, l.BodyReadTimeout = 10, 1, hangGuard
+	addr, held, release := holdingServer(t, l, readAll)
+	defer http.DefaultClient.CloseIdleConnections()
+	done := make(chan any, 1)
+	go func() { done <- code(addr, "/hold", bytes.Repeat([]byte("b"), 100), false) }()
+	<-held
+	c, err := net.DialTimeout("tcp", addr, hangGuard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(hangGuard))
+	w := bufio.NewWriter(c)
+	_, _ = io.WriteString(w, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+	chunk := bytes.Repeat([]byte("b"), 64<<10)
+	for range 128 {
+		fmt.Fprintf(w, "%x\r\n%s\r\n", len(chunk), chunk)
+	}
+	_, _ = io.WriteString(w, "0\r\n\r\n")
+	if err := w.Flush(); err != nil {
+		t.Fatalf("writing an 8 MiB body refused midway: %v, want it read to its end", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the answer to an 8 MiB body refused midway: %v", err)
+	}
+	reason, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(reason), "too many large request bodies") {
+		t.Errorf("an 8 MiB body refused midway: %d, Retry-After %q, %q; want 503 with them and the reason", resp.StatusCode, resp.Header.Get("Retry-After"), reason)
+	}
+	close(release)
+	if got := <-done; got != http.StatusOK {
+		t.Errorf("the held body: %v", got)
+	}
+}
+
+// TestRefusalOutlivesTheDrain: a client refused midway that stops sending
+// is drained until its body's read deadline, which ends the request; the
+// refusal, written before, still goes out, with a WriteTimeout shorter
+// than the wait.
+func TestRefusalOutlivesTheDrain(t *testing.T) {
+	l := short()
+	l.LargeBody, l.MaxLargeBodies = 10, 1
+	l.BodyReadTimeout, l.WriteTimeout = time.Second, 100*time.Millisecond
+	addr, held, release := holdingServer(t, l, readAll)
+	defer http.DefaultClient.CloseIdleConnections()
+	done := make(chan any, 1)
+	go func() { done <- code(addr, "/hold", bytes.Repeat([]byte("b"), 100), false) }()
+	<-held
+	c, err := net.DialTimeout("tcp", addr, hangGuard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(hangGuard))
+	// 20 bytes, past LargeBody: refused; then nothing more.
+	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n14\r\n01234567890123456789\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if !strings.HasPrefix(line, "HTTP/1.1 503") {
+		t.Errorf("a client refused midway that then stalled got %q (%v), want the 503", line, err)
+	}
+	close(release)
+	if got := <-done; got != http.StatusOK {
+		t.Errorf("the held body: %v", got)
 	}
 }
