@@ -48,6 +48,11 @@ func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	var drain *largeBody // an HTTP/1 body that may be refused midway
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		// The deadline comes first: a request refused below leaves its body
+		// unread, and net/http reads up to 256 KiB of it after the handler
+		// to keep the connection; without a deadline a client that sends
+		// none would keep the connection open for good.
+		deadline := s.lim.BodyReadTimeout > 0 && rc.SetReadDeadline(time.Now().Add(s.lim.BodyReadTimeout)) == nil
 		if r.ContentLength < 0 || r.ContentLength > s.lim.LargeBody {
 			// A body that may be large takes a slot and its memory only as
 			// its bytes arrive (largeBody): a client that declares a large
@@ -76,10 +81,8 @@ func (s *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				drain = lb
 			}
 		}
-		if s.lim.BodyReadTimeout > 0 {
-			if err := rc.SetReadDeadline(time.Now().Add(s.lim.BodyReadTimeout)); err == nil {
-				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
-			}
+		if deadline {
+			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 		}
 	}
 	var pw *perWrite

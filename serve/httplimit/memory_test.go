@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -394,5 +395,37 @@ func TestRefusalOutlivesTheDrain(t *testing.T) {
 	close(release)
 	if got := <-done; got != http.StatusOK {
 		t.Errorf("the held body: %v", got)
+	}
+}
+
+// TestEarlyRefusalClosesItsConnection: a declared body refused before any
+// byte of it is read (here: more than the whole budget) leaves it unread,
+// and net/http reads up to 256 KiB of it afterwards to keep the
+// connection; the body's read deadline bounds that, so a client that
+// sends none loses its connection instead of keeping it for good.
+func TestEarlyRefusalClosesItsConnection(t *testing.T) {
+	l := short() // BodyReadTimeout 300 ms
+	l.LargeBody, l.MaxBodyMemory = 10, 100*httplimit.BodyMemoryFactor
+	addr := start(t, l, ok)
+	c, err := net.DialTimeout("tcp", addr, hangGuard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(hangGuard))
+	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over the whole budget: %d, want 413", resp.StatusCode)
+	}
+	if _, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("after the refusal the connection gave %v, want it closed within the body's read deadline", err)
 	}
 }
