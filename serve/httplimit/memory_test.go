@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -322,25 +321,35 @@ func TestDeclaredBodiesTakeNoMoreThanTheirSize(t *testing.T) {
 	}
 }
 
-// TestRefusedMidwayClientGetsTheAnswer: a simple HTTP/1 client writes its
-// whole body before it reads (as Python's http.client does; Go's reads an
-// early answer while it writes); a body refused midway (its slot taken) is read to its
-// end and thrown away, so such a client, sending 8 MiB, more than the
-// sockets' buffers, still gets the 503 and not a reset connection.
-func TestRefusedMidwayClientGetsTheAnswer(t *testing.T) {
-	l := short()
-	l.LargeBody, l.MaxLargeBodies, l.BodyReadTimeout = 10, 1, hangGuard
+// holdOne serves under l (MaxLargeBodies 1) with one large body held, so
+// that every other large body is refused; finish releases it and checks
+// that it was served.
+func holdOne(t *testing.T, l httplimit.Limits) (addr string, finish func()) {
+	t.Helper()
 	addr, held, release := holdingServer(t, l, readAll)
-	defer http.DefaultClient.CloseIdleConnections()
 	done := make(chan any, 1)
 	go func() { done <- code(addr, "/hold", bytes.Repeat([]byte("b"), 100), false) }()
 	<-held
-	c, err := net.DialTimeout("tcp", addr, hangGuard)
-	if err != nil {
-		t.Fatal(err)
+	return addr, func() {
+		close(release)
+		if got := <-done; got != http.StatusOK {
+			t.Errorf("the held body: %v", got)
+		}
+		http.DefaultClient.CloseIdleConnections()
 	}
-	defer func() { _ = c.Close() }()
-	_ = c.SetDeadline(time.Now().Add(hangGuard))
+}
+
+// TestRefusedMidwayClientGetsTheAnswer: a simple HTTP/1 client writes its
+// whole body before it reads (as Python's http.client does; Go's reads an
+// early answer while it writes); a body refused midway (its slot taken) is
+// read to its end and thrown away, so such a client, sending 8 MiB, more
+// than the sockets' buffers, still gets the 503 and not a reset connection.
+func TestRefusedMidwayClientGetsTheAnswer(t *testing.T) {
+	l := short()
+	l.LargeBody, l.MaxLargeBodies, l.BodyReadTimeout = 10, 1, hangGuard
+	addr, finish := holdOne(t, l)
+	defer finish()
+	c := dial(t, addr)
 	w := bufio.NewWriter(c)
 	_, _ = io.WriteString(w, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
 	chunk := bytes.Repeat([]byte("b"), 64<<10)
@@ -359,10 +368,6 @@ func TestRefusedMidwayClientGetsTheAnswer(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(reason), "too many large request bodies") {
 		t.Errorf("an 8 MiB body refused midway: %d, Retry-After %q, %q; want 503 with them and the reason", resp.StatusCode, resp.Header.Get("Retry-After"), reason)
 	}
-	close(release)
-	if got := <-done; got != http.StatusOK {
-		t.Errorf("the held body: %v", got)
-	}
 }
 
 // TestRefusalOutlivesTheDrain: a client refused midway that stops sending
@@ -373,17 +378,9 @@ func TestRefusalOutlivesTheDrain(t *testing.T) {
 	l := short()
 	l.LargeBody, l.MaxLargeBodies = 10, 1
 	l.BodyReadTimeout, l.WriteTimeout = time.Second, 100*time.Millisecond
-	addr, held, release := holdingServer(t, l, readAll)
-	defer http.DefaultClient.CloseIdleConnections()
-	done := make(chan any, 1)
-	go func() { done <- code(addr, "/hold", bytes.Repeat([]byte("b"), 100), false) }()
-	<-held
-	c, err := net.DialTimeout("tcp", addr, hangGuard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
-	_ = c.SetDeadline(time.Now().Add(hangGuard))
+	addr, finish := holdOne(t, l)
+	defer finish()
+	c := dial(t, addr)
 	// 20 bytes, past LargeBody: refused; then nothing more.
 	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n14\r\n01234567890123456789\r\n"); err != nil {
 		t.Fatal(err)
@@ -391,10 +388,6 @@ func TestRefusalOutlivesTheDrain(t *testing.T) {
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if !strings.HasPrefix(line, "HTTP/1.1 503") {
 		t.Errorf("a client refused midway that then stalled got %q (%v), want the 503", line, err)
-	}
-	close(release)
-	if got := <-done; got != http.StatusOK {
-		t.Errorf("the held body: %v", got)
 	}
 }
 
@@ -407,12 +400,7 @@ func TestEarlyRefusalClosesItsConnection(t *testing.T) {
 	l := short() // BodyReadTimeout 300 ms
 	l.LargeBody, l.MaxBodyMemory = 10, 100*httplimit.BodyMemoryFactor
 	addr := start(t, l, ok)
-	c, err := net.DialTimeout("tcp", addr, hangGuard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
-	_ = c.SetDeadline(time.Now().Add(hangGuard))
+	c := dial(t, addr)
 	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
