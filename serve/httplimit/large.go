@@ -241,8 +241,9 @@ func (m *largeBody) drainRefused() {
 
 // largeAnswer replaces the answer to a request whose body was refused
 // midway (no slot, no memory, or more than the memory holds) with the
-// refusal (503 with Retry-After, or 413), whatever its handler chose to
-// answer (it saw a read error, and would say 400).
+// refusal (503 with Retry-After, or 413) in place of its handler's (which
+// saw a read error, and would say 400), unless the handler answers 5xx or
+// had written its header before the refusal.
 type largeAnswer struct {
 	http.ResponseWriter
 	body     *largeBody
