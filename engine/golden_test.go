@@ -2,14 +2,12 @@ package engine
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden traces")
+	"github.com/stargate-llm/stargate/internal/golden"
+)
 
 // TestTraceGolden pins what a worker reports, event by event, for seeded
 // request streams: session caches under KV pressure with cancellations and
@@ -74,41 +72,7 @@ func TestTraceGolden(t *testing.T) {
 			if err := c.covers(sum); err != nil {
 				t.Fatalf("the streams no longer exercise what the trace pins: %v", err)
 			}
-			path := filepath.Join("testdata", "trace", c.name+".txt")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (go test ./engine -run TestTraceGolden -update creates it)", err)
-			}
-			if got := b.Bytes(); !bytes.Equal(got, want) {
-				t.Errorf("trace differs from %s (go test ./engine -run TestTraceGolden -update rewrites it after a deliberate change)\n%s",
-					path, firstDifference(got, want))
-			}
+			golden.Check(t, filepath.Join("testdata", "trace", c.name+".txt"), b.Bytes())
 		})
 	}
-}
-
-// firstDifference names the first line where got and want differ.
-func firstDifference(got, want []byte) string {
-	g, w := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
-	for i := 0; i < len(g) || i < len(w); i++ {
-		var gl, wl []byte
-		if i < len(g) {
-			gl = g[i]
-		}
-		if i < len(w) {
-			wl = w[i]
-		}
-		if !bytes.Equal(gl, wl) {
-			return fmt.Sprintf("line %d:\n got  %s\n want %s", i+1, gl, wl)
-		}
-	}
-	return "no line differs"
 }

@@ -5,37 +5,23 @@ import (
 	"encoding/csv"
 	"encoding/xml"
 	"errors"
-	"flag"
+
 	"io"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stargate-llm/stargate/internal/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
-
-// golden compares got with testdata/name, rewriting the file with -update.
-func golden(t *testing.T, name string, got []byte) {
+// checkGolden compares got with testdata/name, rewriting the file with -update.
+func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./report -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden file (run go test ./report -update if the change is intended)\ngot:\n%s", name, got)
-	}
+	golden.Check(t, filepath.Join("testdata", name), got)
 }
 
 func sampleTable() Table {
@@ -100,7 +86,7 @@ func TestGoldenSweepChart(t *testing.T) {
 			t.Errorf("sweep chart lacks %s", want)
 		}
 	}
-	golden(t, "sweep.svg.golden", []byte(svg))
+	checkGolden(t, "sweep.svg.golden", []byte(svg))
 }
 
 func TestGoldenTableText(t *testing.T) {
@@ -108,15 +94,15 @@ func TestGoldenTableText(t *testing.T) {
 	if err := sampleTable().WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "table.txt.golden", b.Bytes())
+	checkGolden(t, "table.txt.golden", b.Bytes())
 }
 
 func TestGoldenBarChart(t *testing.T) {
-	golden(t, "bar.svg.golden", []byte(sampleBarChart().SVG()))
+	checkGolden(t, "bar.svg.golden", []byte(sampleBarChart().SVG()))
 }
 
 func TestGoldenScatterChart(t *testing.T) {
-	golden(t, "scatter.svg.golden", []byte(sampleScatterChart().SVG()))
+	checkGolden(t, "scatter.svg.golden", []byte(sampleScatterChart().SVG()))
 }
 
 func TestGoldenPage(t *testing.T) {
@@ -131,7 +117,7 @@ func TestGoldenPage(t *testing.T) {
 	if err := p.Write(&b); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "page.html.golden", b.Bytes())
+	checkGolden(t, "page.html.golden", b.Bytes())
 }
 
 func TestWriteTextAlignment(t *testing.T) {

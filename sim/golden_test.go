@@ -1,19 +1,17 @@
 package sim_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/internal/golden"
 	"github.com/stargate-llm/stargate/internal/slowtest"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/router"
@@ -147,11 +145,10 @@ func digest(t *testing.T, v any) string {
 // file byte-identical (go test ./sim -update rewrites them after a
 // deliberate change, which the commit then explains).
 func TestGoldenRuns(t *testing.T) {
-	update := flag.Lookup("update").Value.(flag.Getter).Get().(bool)
 	reg := policy.NewRegistry()
 	for _, c := range goldenCases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.slow && !update {
+			if c.slow && !golden.Update() {
 				slowtest.Skip(t, "a golden run beside the quick set")
 			}
 			res, err := sim.Run(context.Background(), c.cfg(t, reg), reg)
@@ -175,22 +172,7 @@ func TestGoldenRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			got = append(got, '\n')
-			path := filepath.Join("testdata", "golden", c.name+".json")
-			if update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (go test ./sim -run TestGoldenRuns -update creates it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("result differs from %s (go test ./sim -run TestGoldenRuns -update rewrites it after a deliberate change)", path)
-			}
+			golden.Check(t, filepath.Join("testdata", "golden", c.name+".json"), got)
 		})
 	}
 }

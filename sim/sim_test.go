@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
+
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,12 +13,11 @@ import (
 	"github.com/stargate-llm/stargate/client"
 	"github.com/stargate-llm/stargate/engine"
 	"github.com/stargate-llm/stargate/gateway"
+	"github.com/stargate-llm/stargate/internal/golden"
 	"github.com/stargate-llm/stargate/metrics"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/workload"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // small is a two-region fleet of three small backends, loaded hard enough
 // that gateways queue and reject.
@@ -120,19 +118,7 @@ func TestGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("testdata", "small.golden.json")
-	if *update {
-		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./sim -update to create it)", err)
-	}
-	if !bytes.Equal(append(got, '\n'), want) {
-		t.Errorf("result differs from %s (go test ./sim -update rewrites it after a deliberate change):\n%s", path, got)
-	}
+	golden.Check(t, filepath.Join("testdata", "small.golden.json"), append(got, '\n'))
 }
 
 func TestValidateRejectsBadConfig(t *testing.T) {
