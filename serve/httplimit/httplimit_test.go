@@ -387,23 +387,9 @@ func TestStalledBodiesHoldNoSlot(t *testing.T) {
 	for range 2 {
 		stall("POST /stall HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\nhello")
 	}
-	body := strings.Repeat("b", 100)
-	post := func(chunked bool) *http.Response {
-		t.Helper()
-		var rd io.Reader = strings.NewReader(body)
-		if chunked {
-			rd = io.MultiReader(rd) // hides the length: sent chunked
-		}
-		resp, err := http.Post("http://"+addr+"/", "text/plain", rd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		return resp
-	}
+	body := []byte(strings.Repeat("b", 100))
 	for _, chunked := range []bool{false, true} {
-		if code := post(chunked).StatusCode; code != http.StatusOK {
+		if code := send(t, addr, "/", body, chunked).code; code != http.StatusOK {
 			t.Errorf("a large body (chunked %v) beside five stalled ones: %d, want 200", chunked, code)
 		}
 	}
@@ -416,25 +402,20 @@ func TestStalledBodiesHoldNoSlot(t *testing.T) {
 		t.Fatal("the holder's bytes never reached its handler")
 	}
 	for _, chunked := range []bool{false, true} {
-		resp := post(chunked)
-		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		got := send(t, addr, "/", body, chunked)
+		if got.code != http.StatusServiceUnavailable || got.header.Get("Retry-After") == "" {
 			t.Errorf("a large body (chunked %v) while the slot is held: %d, Retry-After %q; want 503 with it",
-				chunked, resp.StatusCode, resp.Header.Get("Retry-After"))
+				chunked, got.code, got.header.Get("Retry-After"))
 		}
 	}
-	resp, err := http.Post("http://"+addr+"/", "text/plain", strings.NewReader("small"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("a small body while the slot is held: %d, want 200", resp.StatusCode)
+	if code := send(t, addr, "/", []byte("small"), false).code; code != http.StatusOK {
+		t.Errorf("a small body while the slot is held: %d, want 200", code)
 	}
 
 	// The holder leaves: its slot comes back once its handler has ended.
 	_ = holder.Close()
 	deadline := time.Now().Add(hangGuard)
-	for post(false).StatusCode != http.StatusOK {
+	for send(t, addr, "/", body, false).code != http.StatusOK {
 		if time.Now().After(deadline) {
 			t.Fatal("the slot of a client that left never came back")
 		}
