@@ -79,16 +79,17 @@ func (b *budget) fits(n int64) bool {
 // refusal is why a large body is not served: no slot free, no memory
 // left, or more than the whole memory can hold.
 type refusal struct {
-	status int // 503 (retry) or 413
-	msg    string
+	status int    // 503 (retry) or 413
+	msg    string // the answer's text
+	err    error  // what a body refused midway returns to its reader
 }
 
 func noSlot(large int64) refusal {
-	return refusal{http.StatusServiceUnavailable, "too many large request bodies at once (over " + strconv.FormatInt(large, 10) + " bytes); retry"}
+	return refusal{http.StatusServiceUnavailable, "too many large request bodies at once (over " + strconv.FormatInt(large, 10) + " bytes); retry", ErrLargeBodies}
 }
 
 func noMemory(size int64) refusal {
-	return refusal{http.StatusServiceUnavailable, "the server holds as many large request bodies as its memory for them allows (--max-body-memory " + strconv.FormatInt(size, 10) + " bytes); retry"}
+	return refusal{http.StatusServiceUnavailable, "the server holds as many large request bodies as its memory for them allows (--max-body-memory " + strconv.FormatInt(size, 10) + " bytes); retry", ErrBodyMemory}
 }
 
 // tooLarge: a body of n bytes (or, with sofar, of which n have arrived),
@@ -98,7 +99,7 @@ func tooLarge(size, n int64, sofar bool) refusal {
 	if sofar {
 		of = "of unknown length (" + strconv.FormatInt(n, 10) + " bytes so far)"
 	}
-	return refusal{http.StatusRequestEntityTooLarge, fmt.Sprintf("a request body %s is more than this server holds (--max-body-memory %d bytes, %d per byte of body)", of, size, BodyMemoryFactor)}
+	return refusal{http.StatusRequestEntityTooLarge, fmt.Sprintf("a request body %s is more than this server holds (--max-body-memory %d bytes, %d per byte of body)", of, size, BodyMemoryFactor), errTooLarge}
 }
 
 // answer writes the refusal as the request's whole answer. An HTTP/1
@@ -137,11 +138,11 @@ type largeBody struct {
 	read     int64
 	slot     bool  // holds one of s.large
 	taken    int64 // of the budget
-	err      error // what reads return once refused or released
+	released bool  // the request ended: reads return errReleased
 
-	// why is the refusal, once there is one: read by largeAnswer without
-	// mu, which a Read holds while it waits for the client (a handler may
-	// answer while another goroutine reads).
+	// why is the refusal, once there is one (reads then return its err):
+	// read by largeAnswer without mu, which a Read holds while it waits for
+	// the client (a handler may answer while another goroutine reads).
 	why atomic.Pointer[refusal]
 
 	mu sync.Mutex // release may run after a Read on another goroutine
@@ -154,18 +155,20 @@ var errReleased = errors.New("httplimit: body read after its request ended")
 // more than the whole memory budget holds; the answer is then 413.
 var errTooLarge = errors.New("httplimit: the request body is more than this server holds (--max-body-memory)")
 
-// refuse records why the body is refused; reads return err from now on.
-func (m *largeBody) refuse(err error, f refusal) (int, error) {
-	m.err = err
+// refuse records why the body is refused; reads return f.err from now on.
+func (m *largeBody) refuse(f refusal) (int, error) {
 	m.why.Store(&f)
-	return 0, err
+	return 0, f.err
 }
 
 func (m *largeBody) Read(p []byte) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.err != nil {
-		return 0, m.err
+	if f := m.why.Load(); f != nil {
+		return 0, f.err
+	}
+	if m.released {
+		return 0, errReleased
 	}
 	n, err := m.ReadCloser.Read(p)
 	m.read += int64(n)
@@ -177,7 +180,7 @@ func (m *largeBody) Read(p []byte) (int, error) {
 		case m.s.large <- struct{}{}:
 			m.slot = true
 		default:
-			return m.refuse(ErrLargeBodies, noSlot(m.s.lim.LargeBody))
+			return m.refuse(noSlot(m.s.lim.LargeBody))
 		}
 	}
 	// The handler keeps what it reads: charge it, a step ahead (memoryStep,
@@ -185,7 +188,7 @@ func (m *largeBody) Read(p []byte) (int, error) {
 	// length), or just what it needs.
 	if b := m.s.mem; b != nil {
 		if need := m.read * BodyMemoryFactor; need > b.size {
-			return m.refuse(errTooLarge, tooLarge(b.size, m.read, true))
+			return m.refuse(tooLarge(b.size, m.read, true))
 		} else if need > m.taken {
 			ahead := min(memoryStep*BodyMemoryFactor, b.size/8)
 			if m.declared > 0 {
@@ -195,7 +198,7 @@ func (m *largeBody) Read(p []byte) (int, error) {
 			if !b.tryTake(step) {
 				step = need - m.taken
 				if !b.tryTake(step) {
-					return m.refuse(ErrBodyMemory, noMemory(b.size))
+					return m.refuse(noMemory(b.size))
 				}
 			}
 			m.taken += step
@@ -216,9 +219,7 @@ func (m *largeBody) release() {
 		<-m.s.large
 		m.slot = false
 	}
-	if m.err == nil {
-		m.err = errReleased // a late read takes nothing more
-	}
+	m.released = true // a late read takes nothing more
 }
 
 // maxDrain bounds what is read and thrown away of a body refused midway
