@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"encoding/xml"
 	"errors"
-
 	"io"
 	"maps"
 	"math"
