@@ -49,8 +49,8 @@ type attempt struct {
 	streaming bool
 }
 
-// session is a conversation of the session model, or one request of a
-// class's open loop (ws is nil).
+// session is a conversation of the session model (modeled), or one request
+// of a trace or a class's open loop.
 type session struct {
 	id uint64
 	// key identifies the conversation to routers and prefix caches: id in
@@ -65,12 +65,16 @@ type session struct {
 	measured bool
 	fresh    bool // the prompt shares no prefix with the session's earlier ones
 	follows  bool // the conversation's next turn waits for this one
-	ws       *workload.Session
-	client   uint64 // closed loop: its client (1-based); 0 for none
-	region   int
-	router   int
-	turn     client.Turn
-	prompt   workload.Turn
+	// ws is the session model's conversation, held inline: a turn reads
+	// its random stream, which would otherwise be one more cache miss per
+	// turn in a fleet of many sessions.
+	ws      workload.Session
+	modeled bool
+	client  uint64 // closed loop: its client (1-based); 0 for none
+	region  int
+	router  int
+	turn    client.Turn
+	prompt  workload.Turn
 }
 
 // newSession creates a session in a region and router drawn from rng.
@@ -78,8 +82,8 @@ func (s *simulation) newSession(rng *rand.Rand) *session {
 	s.nextSess++
 	region := s.regions[rng.IntN(len(s.regions))]
 	rs := s.byRegion[region]
-	ss := &session{id: s.nextSess, key: s.nextSess, ws: s.cfg.Workload.NewSession(s.sessionSeed, s.nextSess), region: region,
-		router: rs[rng.IntN(len(rs))]}
+	ss := &session{id: s.nextSess, key: s.nextSess, modeled: true, region: region, router: rs[rng.IntN(len(rs))]}
+	s.cfg.Workload.StartSession(&ss.ws, s.sessionSeed, s.nextSess)
 	if s.cfg.LiveSessionKeys {
 		ss.key = router.SessionIDKey(strconv.FormatUint(ss.id, 10))
 	}
@@ -159,7 +163,7 @@ func (s *simulation) endAttempt(a *attempt) {
 
 func (s *simulation) endTurn(ss *session) {
 	s.coll.Add(ss.turn.Record)
-	if ss.ws == nil { // one request of a trace or a class's open loop
+	if !ss.modeled { // one request of a trace or a class's open loop
 		s.endSession(ss)
 		return
 	}

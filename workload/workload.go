@@ -64,20 +64,34 @@ type Turn struct {
 
 // Session is one user's conversation. It is not safe for concurrent use.
 type Session struct {
-	ID      uint64
-	Turns   int
-	cfg     *Config
-	rng     *rand.Rand
+	ID    uint64
+	Turns int
+	cfg   *Config
+	// src is the session's own random stream, held by value: a simulation
+	// of many sessions reads it at every turn, and a separate rand.Rand and
+	// source would be two more cache misses there. A Session may be copied
+	// (nothing points into it).
+	src     rand.PCG
 	next    int
 	context int // tokens of every earlier turn's prompt additions and output
 }
 
 // NewSession starts session id of a run seeded with seed.
 func (c *Config) NewSession(seed, id uint64) *Session {
-	rng := rand.New(rand.NewPCG(seed, id))
-	return &Session{ID: id, Turns: c.TurnsMin + rng.IntN(c.TurnsMax-c.TurnsMin+1), cfg: c, rng: rng,
-		context: c.SystemPromptTokens}
+	s := new(Session)
+	c.StartSession(s, seed, id)
+	return s
 }
+
+// StartSession starts session id of a run seeded with seed in s, for a
+// caller that keeps the session inside its own state.
+func (c *Config) StartSession(s *Session, seed, id uint64) {
+	*s = Session{ID: id, cfg: c, src: *rand.NewPCG(seed, id), context: c.SystemPromptTokens}
+	s.Turns = c.TurnsMin + s.rng().IntN(c.TurnsMax-c.TurnsMin+1)
+}
+
+// rng draws from the session's stream (the rand.Rand stays on the stack).
+func (s *Session) rng() *rand.Rand { return rand.New(&s.src) }
 
 // Next returns the session's next turn; ok is false when the session is over.
 func (s *Session) Next() (t Turn, ok bool) {
@@ -85,8 +99,8 @@ func (s *Session) Next() (t Turn, ok bool) {
 		return Turn{}, false
 	}
 	c := s.cfg
-	user := c.UserTokensMin + s.rng.IntN(c.UserTokensMax-c.UserTokensMin+1)
-	out := c.OutputTokensMin + s.rng.IntN(c.OutputTokensMax-c.OutputTokensMin+1)
+	user := c.UserTokensMin + s.rng().IntN(c.UserTokensMax-c.UserTokensMin+1)
+	out := c.OutputTokensMin + s.rng().IntN(c.OutputTokensMax-c.OutputTokensMin+1)
 	t = Turn{Index: s.next, PromptTokens: s.context + user, OutputTokens: out}
 	s.context += user + out
 	s.next++
@@ -95,7 +109,7 @@ func (s *Session) Next() (t Turn, ok bool) {
 
 // ThinkTime draws the pause before the next turn.
 func (s *Session) ThinkTime() time.Duration {
-	return time.Duration(s.rng.ExpFloat64() * float64(s.cfg.ThinkTimeMean))
+	return time.Duration(s.rng().ExpFloat64() * float64(s.cfg.ThinkTimeMean))
 }
 
 // Arrivals is a renewal process: Poisson (exponential gaps), or gamma gaps

@@ -43,6 +43,29 @@ func TestSessionsGrow(t *testing.T) {
 	}
 }
 
+// TestSessionByValue: a session started in place (StartSession) is the
+// one NewSession returns, and a copy holds its own stream: drawing from
+// the copy leaves the original where it was.
+func TestSessionByValue(t *testing.T) {
+	c := DefaultConfig()
+	var in Session
+	c.StartSession(&in, 7, 3)
+	ref := c.NewSession(7, 3)
+	if in.Turns != ref.Turns {
+		t.Fatalf("StartSession: %d turns, NewSession %d", in.Turns, ref.Turns)
+	}
+	first, _ := in.Next()
+	if r, _ := ref.Next(); first != r || in.ThinkTime() != ref.ThinkTime() {
+		t.Fatal("StartSession and NewSession drew different first turns")
+	}
+	cp := in
+	cpTurn, _ := cp.Next()
+	cpThink := cp.ThinkTime()
+	if got, _ := in.Next(); got != cpTurn || in.ThinkTime() != cpThink {
+		t.Fatal("the original did not draw what its copy drew: the two share a stream")
+	}
+}
+
 func TestMeansMatchConfig(t *testing.T) {
 	c := DefaultConfig()
 	var turns, user, think float64
