@@ -123,9 +123,13 @@ type Router struct {
 	byName     map[string]BackendID // Lookup's index
 	nextID     BackendID
 	waiters    []waiter
-	capAware   bool
-	hidden     []int // scratch: backends hidden from one pick by the capability filter
-	pools      pools // backend name to pool (pools.go)
+	// earliest is the least deadline (until) among the waiters, kept by
+	// Route, retry and Cancel so that NextTimer, which a shell asks after
+	// every event, need not scan them all.
+	earliest time.Duration
+	capAware bool
+	hidden   []int // scratch: backends hidden from one pick by the capability filter
+	pools    pools // backend name to pool (pools.go)
 	// watcher is the policy as a policy.Watcher, nil if it is not one;
 	// tracker as a policy.Tracker, told of every change of a view (touch).
 	watcher policy.Watcher
@@ -453,6 +457,9 @@ func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 	d := r.decide(now, w)
 	w.req.Arrival = false // its later picks, while it waits, are not arrivals
 	if d.Kind == policy.Wait {
+		if len(r.waiters) == 0 || w.until < r.earliest {
+			r.earliest = w.until
+		}
 		r.waiters = append(r.waiters, *w)
 	} else {
 		r.recycle(w)
@@ -593,12 +600,19 @@ func (r *Router) OnStats(now time.Duration, st *gateway.Stats, out []Outcome) []
 
 // NextTimer is the earliest waiting deadline; ok is false with no waiters.
 func (r *Router) NextTimer() (at time.Duration, ok bool) {
+	if len(r.waiters) == 0 {
+		return 0, false
+	}
+	return r.earliest, true
+}
+
+// findEarliest recomputes earliest from the waiters.
+func (r *Router) findEarliest() {
 	for i, w := range r.waiters {
-		if i == 0 || w.until < at {
-			at = w.until
+		if i == 0 || w.until < r.earliest {
+			r.earliest = w.until
 		}
 	}
-	return at, len(r.waiters) > 0
 }
 
 // OnTimer asks again every waiting request whose deadline has passed, after
@@ -612,23 +626,32 @@ func (r *Router) OnTimer(now time.Duration, out []Outcome) []Outcome {
 // whose deadline has passed, else all of them but those steady on backend
 // freed's free slot (-1: none is steady).
 func (r *Router) retry(now time.Duration, dueOnly bool, freed int, out []Outcome) []Outcome {
-	kept := r.waiters[:0]
+	kept := 0
+	keep := func(i int) { // a waiter that does not move is not copied onto itself
+		if kept != i {
+			r.waiters[kept] = r.waiters[i]
+		}
+		if kept == 0 || r.waiters[kept].until < r.earliest {
+			r.earliest = r.waiters[kept].until
+		}
+		kept++
+	}
 	for i := range r.waiters {
 		w := &r.waiters[i] // in place: a copy would escape to the heap through the policy
 		if (dueOnly && w.until > now) || (!dueOnly && r.steady(now, w, freed)) {
-			kept = append(kept, *w)
+			keep(i)
 			continue
 		}
 		d := r.decide(now, w)
 		if d.Kind == policy.Wait {
-			kept = append(kept, *w)
+			keep(i)
 			continue
 		}
 		out = append(out, Outcome{ID: w.id, Decision: d})
 		r.recycle(w)
 	}
-	clear(r.waiters[len(kept):])
-	r.waiters = kept
+	clear(r.waiters[kept:])
+	r.waiters = r.waiters[:kept]
 	return out
 }
 
@@ -642,6 +665,7 @@ func (r *Router) Cancel(id uint64) bool {
 			}
 			r.recycle(&r.waiters[i])
 			r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
+			r.findEarliest()
 			return true
 		}
 	}

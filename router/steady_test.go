@@ -264,6 +264,18 @@ func steadyTrial(t *testing.T, rng *rand.Rand, name string, n int, cfg Config) {
 		if inc.Waiting() != ref.Waiting() {
 			t.Fatalf("step %d (%s): %d waiting, full retry %d", step, what, inc.Waiting(), ref.Waiting())
 		}
+		for _, r := range []*Router{inc, ref} {
+			// The deadline NextTimer keeps is the least of the waiters'.
+			var least time.Duration
+			for i, w := range r.waiters {
+				if i == 0 || w.until < least {
+					least = w.until
+				}
+			}
+			if at, ok := r.NextTimer(); ok != (len(r.waiters) > 0) || (ok && at != least) {
+				t.Fatalf("step %d (%s): NextTimer %v, %v; the waiters' least deadline is %v of %d", step, what, at, ok, least, len(r.waiters))
+			}
+		}
 		for id, name := range names {
 			got, ok := inc.Lookup(name)
 			if member := slices.Contains(members(), id); ok != member || (ok && got != id) {
