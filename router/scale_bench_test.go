@@ -48,9 +48,15 @@ func BenchmarkOnStats(b *testing.B) {
 				full[i] = gateway.Stats{Backend: i, Seq: 1, Capacity: 100, Active: 100, Received: []uint64{0}}
 				r.OnStats(0, &full[i], nil)
 			}
-			for i := range waiting {
-				if d := r.Route(0, uint64(i+1), Ask{Session: uint64(i) * 0x9e3779b97f4a7c15}); d.Kind != policy.Wait {
-					b.Fatalf("request %d: %v, want it to wait", i, d.Kind)
+			// Sessions in turn until enough wait: one whose top backend
+			// already holds MaxQueued waiting requests is refused (every
+			// backend is full), and is not counted.
+			for i := 0; r.Waiting() < waiting; i++ {
+				switch d := r.Route(0, uint64(i+1), Ask{Session: uint64(i) * 0x9e3779b97f4a7c15}); {
+				case d.Kind == policy.Dispatch:
+					b.Fatalf("request %d dispatched, with every backend full", i)
+				case i >= 4*waiting:
+					b.Fatalf("%d of %d requests wait after %d sessions", r.Waiting(), waiting, i+1)
 				}
 			}
 			// Every message shows a free slot at a backend no waiting request
