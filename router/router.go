@@ -127,6 +127,8 @@ type Router struct {
 	// Route, retry and Cancel so that NextTimer, which a shell asks after
 	// every event, need not scan them all.
 	earliest time.Duration
+	// quiet summarises the waiters for retry's shortcut (see allSteady).
+	quiet    quietWaiters
 	capAware bool
 	hidden   []int // scratch: backends hidden from one pick by the capability filter
 	pools    pools // backend name to pool (pools.go)
@@ -460,6 +462,10 @@ func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 		if len(r.waiters) == 0 || w.until < r.earliest {
 			r.earliest = w.until
 		}
+		if len(r.waiters) == 0 {
+			r.quiet.reset(len(r.views))
+		}
+		r.quiet.add(w)
 		r.waiters = append(r.waiters, *w)
 	} else {
 		r.recycle(w)
@@ -626,14 +632,20 @@ func (r *Router) OnTimer(now time.Duration, out []Outcome) []Outcome {
 // whose deadline has passed, else all of them but those steady on backend
 // freed's free slot (-1: none is steady).
 func (r *Router) retry(now time.Duration, dueOnly bool, freed int, out []Outcome) []Outcome {
+	if !dueOnly && r.allSteady(now, freed) {
+		return out
+	}
+	r.quiet.reset(len(r.views))
 	kept := 0
 	keep := func(i int) { // a waiter that does not move is not copied onto itself
 		if kept != i {
 			r.waiters[kept] = r.waiters[i]
 		}
-		if kept == 0 || r.waiters[kept].until < r.earliest {
-			r.earliest = r.waiters[kept].until
+		w := &r.waiters[kept]
+		if kept == 0 || w.until < r.earliest {
+			r.earliest = w.until
 		}
+		r.quiet.add(w)
 		kept++
 	}
 	for i := range r.waiters {
@@ -655,6 +667,70 @@ func (r *Router) retry(now time.Duration, dueOnly bool, freed int, out []Outcome
 	return out
 }
 
+// quietWaiters summarises a router's waiting requests, so that retry can
+// tell without reading them that a freed slot leaves every one steady.
+// While valid, it counts n waiters, every one watched and decided at
+// generation gen (and, those whose weights are measured, at tpsGen), none
+// with a policy Until before until; watchers[b] counts the waiters whose
+// watch list holds position b. Every pass of retry over the waiters
+// rebuilds it, Route extends it, and Cancel invalidates it until the next
+// pass.
+type quietWaiters struct {
+	valid    bool
+	hasTPS   bool
+	gen      uint64
+	tpsGen   uint64
+	until    time.Duration
+	n        int
+	watchers []int32
+}
+
+// reset empties the summary for a router of n positions.
+func (q *quietWaiters) reset(n int) {
+	q.valid, q.hasTPS, q.n = true, false, 0
+	q.watchers = slices.Grow(q.watchers[:0], n)[:n]
+	clear(q.watchers)
+}
+
+// add counts w, a waiter the router keeps.
+func (q *quietWaiters) add(w *waiter) {
+	if !q.valid {
+		return
+	}
+	if !w.watched || (q.n > 0 && w.gen != q.gen) || (w.tps && q.hasTPS && w.tpsGen != q.tpsGen) {
+		q.valid = false
+		return
+	}
+	for _, b := range w.watch {
+		if b < 0 || b >= len(q.watchers) {
+			q.valid = false // a position the summary does not know
+			return
+		}
+	}
+	if q.n == 0 || w.polUntil < q.until {
+		q.until = w.polUntil
+	}
+	q.gen = w.gen
+	if w.tps {
+		q.hasTPS, q.tpsGen = true, w.tpsGen
+	}
+	for _, b := range w.watch {
+		q.watchers[b]++
+	}
+	q.n++
+}
+
+// allSteady reports, from the summary alone, that steady holds for every
+// waiter after backend freed showed a free slot: each is watched, no
+// generation moved since it was decided, no policy Until is within 1 ms,
+// and none watches freed. It is false whenever it cannot tell.
+func (r *Router) allSteady(now time.Duration, freed int) bool {
+	q := &r.quiet
+	return q.valid && q.n == len(r.waiters) && freed >= 0 && freed < len(q.watchers) &&
+		q.gen == r.gen && (!q.hasTPS || q.tpsGen == r.tpsGen) && now+time.Millisecond <= q.until &&
+		q.watchers[freed] == 0
+}
+
 // Cancel removes a waiting request; it reports whether it was waiting here.
 func (r *Router) Cancel(id uint64) bool {
 	for i, w := range r.waiters {
@@ -666,6 +742,7 @@ func (r *Router) Cancel(id uint64) bool {
 			r.recycle(&r.waiters[i])
 			r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
 			r.findEarliest()
+			r.quiet.valid = false
 			return true
 		}
 	}

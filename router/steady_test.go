@@ -276,6 +276,7 @@ func steadyTrial(t *testing.T, rng *rand.Rand, name string, n int, cfg Config) {
 				t.Fatalf("step %d (%s): NextTimer %v, %v; the waiters' least deadline is %v of %d", step, what, at, ok, least, len(r.waiters))
 			}
 		}
+		checkQuiet(t, inc, step, what)
 		for id, name := range names {
 			got, ok := inc.Lookup(name)
 			if member := slices.Contains(members(), id); ok != member || (ok && got != id) {
@@ -383,5 +384,33 @@ func TestHideIncapableMatchesScan(t *testing.T) {
 				t.Fatalf("trial %d step %d (%d tokens, model %q): hid %v, want %v", trial, step, req.Tokens, model, got, want)
 			}
 		}
+	}
+}
+
+// checkQuiet: while a router's summary of its waiters is valid, it says
+// of them what a scan says: their count, their common generations, their
+// least policy Until, and, for every position, whether some waiter
+// watches it (the count retry's shortcut reads).
+func checkQuiet(t *testing.T, r *Router, step int, what string) {
+	t.Helper()
+	q := &r.quiet
+	if !q.valid || len(r.waiters) == 0 {
+		return
+	}
+	if q.n != len(r.waiters) {
+		t.Fatalf("step %d (%s): the summary counts %d waiters of %d", step, what, q.n, len(r.waiters))
+	}
+	watchers := make([]int32, len(q.watchers))
+	for i, w := range r.waiters {
+		if !w.watched || w.gen != q.gen || (w.tps && (!q.hasTPS || w.tpsGen != q.tpsGen)) || w.polUntil < q.until {
+			t.Fatalf("step %d (%s): waiter %d (watched %v, gen %d, tps %v %d, until %v) is not as the summary says (gen %d, tps %v %d, until %v)",
+				step, what, i, w.watched, w.gen, w.tps, w.tpsGen, w.polUntil, q.gen, q.hasTPS, q.tpsGen, q.until)
+		}
+		for _, b := range w.watch {
+			watchers[b]++
+		}
+	}
+	if !slices.Equal(watchers, q.watchers) {
+		t.Fatalf("step %d (%s): watchers by position %v, the summary says %v", step, what, watchers, q.watchers)
 	}
 }
