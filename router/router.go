@@ -740,7 +740,9 @@ func (r *Router) Cancel(id uint64) bool {
 				r.touch(w.req.QueuedAt)
 			}
 			r.recycle(&r.waiters[i])
+			n := len(r.waiters)
 			r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
+			clear(r.waiters[len(r.waiters):n]) // the copy left past the end
 			r.findEarliest()
 			r.quiet.valid = false
 			return true

@@ -397,8 +397,8 @@ func checkQuiet(t *testing.T, r *Router, step int, what string) {
 	if !q.valid || len(r.waiters) == 0 {
 		return
 	}
-	if q.n != len(r.waiters) {
-		t.Fatalf("step %d (%s): the summary counts %d waiters of %d", step, what, q.n, len(r.waiters))
+	if q.n != len(r.waiters) || len(q.watchers) != len(r.views) {
+		t.Fatalf("step %d (%s): the summary counts %d waiters of %d, %d positions of %d", step, what, q.n, len(r.waiters), len(q.watchers), len(r.views))
 	}
 	watchers := make([]int32, len(q.watchers))
 	for i, w := range r.waiters {
