@@ -123,12 +123,8 @@ type Router struct {
 	byName     map[string]BackendID // Lookup's index
 	nextID     BackendID
 	waiters    []waiter
-	// earliest is the least deadline (until) among the waiters, kept by
-	// Route, retry and Cancel so that NextTimer, which a shell asks after
-	// every event, need not scan them all.
-	earliest time.Duration
-	// quiet summarises the waiters for retry's shortcut (see allSteady).
-	quiet    quietWaiters
+	// waits summarises the waiters for NextTimer and retry's shortcut.
+	waits    waitSummary
 	capAware bool
 	hidden   []int // scratch: backends hidden from one pick by the capability filter
 	pools    pools // backend name to pool (pools.go)
@@ -459,13 +455,10 @@ func (r *Router) Route(now time.Duration, id uint64, q Ask) Decision {
 	d := r.decide(now, w)
 	w.req.Arrival = false // its later picks, while it waits, are not arrivals
 	if d.Kind == policy.Wait {
-		if len(r.waiters) == 0 || w.until < r.earliest {
-			r.earliest = w.until
-		}
 		if len(r.waiters) == 0 {
-			r.quiet.reset(len(r.views))
+			r.waits.reset(len(r.views))
 		}
-		r.quiet.add(w)
+		r.waits.add(w)
 		r.waiters = append(r.waiters, *w)
 	} else {
 		r.recycle(w)
@@ -609,16 +602,7 @@ func (r *Router) NextTimer() (at time.Duration, ok bool) {
 	if len(r.waiters) == 0 {
 		return 0, false
 	}
-	return r.earliest, true
-}
-
-// findEarliest recomputes earliest from the waiters.
-func (r *Router) findEarliest() {
-	for i, w := range r.waiters {
-		if i == 0 || w.until < r.earliest {
-			r.earliest = w.until
-		}
-	}
+	return r.waits.earliest, true
 }
 
 // OnTimer asks again every waiting request whose deadline has passed, after
@@ -635,17 +619,13 @@ func (r *Router) retry(now time.Duration, dueOnly bool, freed int, out []Outcome
 	if !dueOnly && r.allSteady(now, freed) {
 		return out
 	}
-	r.quiet.reset(len(r.views))
+	r.waits.reset(len(r.views))
 	kept := 0
 	keep := func(i int) { // a waiter that does not move is not copied onto itself
 		if kept != i {
 			r.waiters[kept] = r.waiters[i]
 		}
-		w := &r.waiters[kept]
-		if kept == 0 || w.until < r.earliest {
-			r.earliest = w.until
-		}
-		r.quiet.add(w)
+		r.waits.add(&r.waiters[kept])
 		kept++
 	}
 	for i := range r.waiters {
@@ -667,47 +647,47 @@ func (r *Router) retry(now time.Duration, dueOnly bool, freed int, out []Outcome
 	return out
 }
 
-// quietWaiters summarises a router's waiting requests, so that retry can
-// tell without reading them that a freed slot leaves every one steady.
-// While valid, it counts n waiters, every one watched and decided at
-// generation gen (and, those whose weights are measured, at tpsGen), none
-// with a policy Until before until; watchers[b] counts the waiters whose
-// watch list holds position b. Every pass of retry over the waiters
-// rebuilds it, Route extends it, and Cancel invalidates it until the next
-// pass.
-type quietWaiters struct {
-	valid    bool
+// waitSummary summarises a router's waiting requests: how many there are
+// and their least deadline (NextTimer), and, while quiet, what retry needs
+// to tell without reading them that a freed slot leaves every one steady:
+// every waiter is watched and was decided at generation gen (and, those
+// whose weights are measured, at tpsGen), none has a policy Until before
+// until, and watchers[b] counts the waiters whose watch list holds
+// position b. Every change to the waiters goes through reset and add:
+// each pass of retry rebuilds it, Route extends it, Cancel rebuilds it.
+type waitSummary struct {
+	n        int
+	earliest time.Duration
+	quiet    bool
 	hasTPS   bool
 	gen      uint64
 	tpsGen   uint64
 	until    time.Duration
-	n        int
 	watchers []int32
 }
 
 // reset empties the summary for a router of n positions.
-func (q *quietWaiters) reset(n int) {
-	q.valid, q.hasTPS, q.n = true, false, 0
+func (q *waitSummary) reset(n int) {
+	q.n, q.quiet, q.hasTPS = 0, true, false
 	q.watchers = slices.Grow(q.watchers[:0], n)[:n]
 	clear(q.watchers)
 }
 
 // add counts w, a waiter the router keeps.
-func (q *quietWaiters) add(w *waiter) {
-	if !q.valid {
+func (q *waitSummary) add(w *waiter) {
+	if q.n == 0 || w.until < q.earliest {
+		q.earliest = w.until
+	}
+	first := q.n == 0
+	q.n++
+	if !q.quiet {
 		return
 	}
-	if !w.watched || (q.n > 0 && w.gen != q.gen) || (w.tps && q.hasTPS && w.tpsGen != q.tpsGen) {
-		q.valid = false
+	if !w.watched || (!first && w.gen != q.gen) || (w.tps && q.hasTPS && w.tpsGen != q.tpsGen) {
+		q.quiet = false
 		return
 	}
-	for _, b := range w.watch {
-		if b < 0 || b >= len(q.watchers) {
-			q.valid = false // a position the summary does not know
-			return
-		}
-	}
-	if q.n == 0 || w.polUntil < q.until {
+	if first || w.polUntil < q.until {
 		q.until = w.polUntil
 	}
 	q.gen = w.gen
@@ -715,9 +695,12 @@ func (q *quietWaiters) add(w *waiter) {
 		q.hasTPS, q.tpsGen = true, w.tpsGen
 	}
 	for _, b := range w.watch {
+		if b < 0 || b >= len(q.watchers) {
+			q.quiet = false // a position the summary does not know
+			return
+		}
 		q.watchers[b]++
 	}
-	q.n++
 }
 
 // allSteady reports, from the summary alone, that steady holds for every
@@ -725,8 +708,8 @@ func (q *quietWaiters) add(w *waiter) {
 // generation moved since it was decided, no policy Until is within 1 ms,
 // and none watches freed. It is false whenever it cannot tell.
 func (r *Router) allSteady(now time.Duration, freed int) bool {
-	q := &r.quiet
-	return q.valid && q.n == len(r.waiters) && freed >= 0 && freed < len(q.watchers) &&
+	q := &r.waits
+	return q.quiet && q.n == len(r.waiters) && freed >= 0 && freed < len(q.watchers) &&
 		q.gen == r.gen && (!q.hasTPS || q.tpsGen == r.tpsGen) && now+time.Millisecond <= q.until &&
 		q.watchers[freed] == 0
 }
@@ -743,8 +726,10 @@ func (r *Router) Cancel(id uint64) bool {
 			n := len(r.waiters)
 			r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
 			clear(r.waiters[len(r.waiters):n]) // the copy left past the end
-			r.findEarliest()
-			r.quiet.valid = false
+			r.waits.reset(len(r.views))
+			for j := range r.waiters {
+				r.waits.add(&r.waiters[j])
+			}
 			return true
 		}
 	}

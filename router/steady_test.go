@@ -393,8 +393,8 @@ func TestHideIncapableMatchesScan(t *testing.T) {
 // watches it (the count retry's shortcut reads).
 func checkQuiet(t *testing.T, r *Router, step int, what string) {
 	t.Helper()
-	q := &r.quiet
-	if !q.valid || len(r.waiters) == 0 {
+	q := &r.waits
+	if !q.quiet || len(r.waiters) == 0 {
 		return
 	}
 	if q.n != len(r.waiters) || len(q.watchers) != len(r.views) {

@@ -49,7 +49,7 @@ type attempt struct {
 	streaming bool
 }
 
-// session is a conversation of the session model (modeled), or one request
+// session is a conversation of the session model (ws started), or one request
 // of a trace or a class's open loop.
 type session struct {
 	id uint64
@@ -68,13 +68,12 @@ type session struct {
 	// ws is the session model's conversation, held inline: a turn reads
 	// its random stream, which would otherwise be one more cache miss per
 	// turn in a fleet of many sessions.
-	ws      workload.Session
-	modeled bool
-	client  uint64 // closed loop: its client (1-based); 0 for none
-	region  int
-	router  int
-	turn    client.Turn
-	prompt  workload.Turn
+	ws     workload.Session
+	client uint64 // closed loop: its client (1-based); 0 for none
+	region int
+	router int
+	turn   client.Turn
+	prompt workload.Turn
 }
 
 // newSession creates a session in a region and router drawn from rng.
@@ -82,7 +81,7 @@ func (s *simulation) newSession(rng *rand.Rand) *session {
 	s.nextSess++
 	region := s.regions[rng.IntN(len(s.regions))]
 	rs := s.byRegion[region]
-	ss := &session{id: s.nextSess, key: s.nextSess, modeled: true, region: region, router: rs[rng.IntN(len(rs))]}
+	ss := &session{id: s.nextSess, key: s.nextSess, region: region, router: rs[rng.IntN(len(rs))]}
 	s.cfg.Workload.StartSession(&ss.ws, s.sessionSeed, s.nextSess)
 	if s.cfg.LiveSessionKeys {
 		ss.key = router.SessionIDKey(strconv.FormatUint(ss.id, 10))
@@ -163,7 +162,7 @@ func (s *simulation) endAttempt(a *attempt) {
 
 func (s *simulation) endTurn(ss *session) {
 	s.coll.Add(ss.turn.Record)
-	if !ss.modeled { // one request of a trace or a class's open loop
+	if !ss.ws.Started() { // one request of a trace or a class's open loop
 		s.endSession(ss)
 		return
 	}

@@ -90,6 +90,10 @@ func (c *Config) StartSession(s *Session, seed, id uint64) {
 	s.Turns = c.TurnsMin + s.rng().IntN(c.TurnsMax-c.TurnsMin+1)
 }
 
+// Started reports whether s was started (NewSession, StartSession), not
+// the zero Session.
+func (s *Session) Started() bool { return s.cfg != nil }
+
 // rng draws from the session's stream (the rand.Rand stays on the stack).
 func (s *Session) rng() *rand.Rand { return rand.New(&s.src) }
 

@@ -49,7 +49,13 @@ func TestSessionsGrow(t *testing.T) {
 func TestSessionByValue(t *testing.T) {
 	c := DefaultConfig()
 	var in Session
+	if in.Started() {
+		t.Fatal("the zero Session says it was started")
+	}
 	c.StartSession(&in, 7, 3)
+	if !in.Started() {
+		t.Fatal("StartSession left the session not started")
+	}
 	ref := c.NewSession(7, 3)
 	if in.Turns != ref.Turns {
 		t.Fatalf("StartSession: %d turns, NewSession %d", in.Turns, ref.Turns)
