@@ -3,14 +3,12 @@ package study
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stargate-llm/stargate/config"
 	"github.com/stargate-llm/stargate/internal/cputime"
+	"github.com/stargate-llm/stargate/internal/slowtest"
 	"github.com/stargate-llm/stargate/policy"
 	"github.com/stargate-llm/stargate/sim"
 )
@@ -30,29 +28,6 @@ func scaleFleet(tb testing.TB, n int) *config.Fleet {
 	return f
 }
 
-// scaleWindow is the warm-up and measured window of BenchmarkScale: 240 s +
-// 240 s, or STARGATE_SCALE_WINDOW ("60s+60s") for a shorter run to profile.
-func scaleWindow(tb testing.TB) (warmup, measure time.Duration) {
-	tb.Helper()
-	w := os.Getenv("STARGATE_SCALE_WINDOW")
-	if w == "" {
-		return 240 * time.Second, 240 * time.Second
-	}
-	a, m, ok := strings.Cut(w, "+")
-	if !ok {
-		tb.Fatalf("STARGATE_SCALE_WINDOW %q: want WARMUP+MEASURE, such as 60s+60s", w)
-	}
-	warmup, err := time.ParseDuration(a)
-	if err != nil {
-		tb.Fatalf("STARGATE_SCALE_WINDOW %q: warm-up: %v", w, err)
-	}
-	measure, err = time.ParseDuration(m)
-	if err != nil {
-		tb.Fatalf("STARGATE_SCALE_WINDOW %q: measure: %v", w, err)
-	}
-	return warmup, measure
-}
-
 // BenchmarkScale runs the hetero fleet copied N times at N times the
 // reference rate (450 req/s), 240 s + 240 s, for the policies whose cost
 // the scale work measured: wall time per run and requests (attempts reaching
@@ -67,7 +42,7 @@ func BenchmarkScale(b *testing.B) {
 				if n == 100 && testing.Short() {
 					b.Skip("100x takes minutes")
 				}
-				warm, meas := scaleWindow(b)
+				warm, meas := slowtest.ScaleWindow(b)
 				cfg, err := fleet.SimConfig(config.Run{Policy: pol, RPS: 450 * float64(n), Seed: 1,
 					Warmup: warm, Measure: meas}, reg)
 				if err != nil {
