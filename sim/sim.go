@@ -236,34 +236,47 @@ func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
 }
 
 func (s *simulation) loop(ctx context.Context) error {
-	for s.q.len() > 0 || s.timeouts.len() > 0 {
-		e := s.next()
-		if e.at >= s.end {
-			break
-		}
-		s.now = e.at
-		s.events++
-		if s.events&0xffff == 0 {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("sim: stopped at %v of %v: %w", s.now, s.end, err)
-			}
-		}
-		if err := s.handle(&e); err != nil {
+	for {
+		if done, err := s.step(ctx); done || err != nil {
 			return err
 		}
-		if len(s.droppedAttempts) > 0 {
-			s.recycleAttempts()
-		}
-		if s.err != nil {
-			return s.err
-		}
-		if s.src.drained() {
-			s.stoppedAt = s.now // drained: every measured turn has ended
-			return nil
+	}
+}
+
+// step handles the next event. It reports done when the run has ended:
+// the queue is empty, the next event is past the end, or every measured
+// turn has ended.
+func (s *simulation) step(ctx context.Context) (done bool, err error) {
+	if s.q.len() == 0 && s.timeouts.len() == 0 {
+		s.stoppedAt = s.end
+		return true, nil
+	}
+	e := s.next()
+	if e.at >= s.end {
+		s.stoppedAt = s.end
+		return true, nil
+	}
+	s.now = e.at
+	s.events++
+	if s.events&0xffff == 0 {
+		if err := ctx.Err(); err != nil {
+			return true, fmt.Errorf("sim: stopped at %v of %v: %w", s.now, s.end, err)
 		}
 	}
-	s.stoppedAt = s.end
-	return nil
+	if err := s.handle(&e); err != nil {
+		return true, err
+	}
+	if len(s.droppedAttempts) > 0 {
+		s.recycleAttempts()
+	}
+	if s.err != nil {
+		return true, s.err
+	}
+	if s.src.drained() {
+		s.stoppedAt = s.now // drained: every measured turn has ended
+		return true, nil
+	}
+	return false, nil
 }
 
 // next pops the earliest event of the queue (timers included) and the

@@ -1,0 +1,116 @@
+package sim_test
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stargate-llm/stargate/config"
+	"github.com/stargate-llm/stargate/internal/cputime"
+	"github.com/stargate-llm/stargate/internal/slowtest"
+	"github.com/stargate-llm/stargate/policy"
+	"github.com/stargate-llm/stargate/sim"
+)
+
+// heteroRuns is one configuration of the hetero fleet at the reference rate
+// (450 req/s) per seed 1..n.
+func heteroRuns(tb testing.TB, reg *policy.Registry, pol string, n int, warmup, measure time.Duration) []sim.Config {
+	tb.Helper()
+	fleet, ok := config.Preset("hetero")
+	if !ok {
+		tb.Fatal("no hetero preset")
+	}
+	cfgs := make([]sim.Config, n)
+	for i := range cfgs {
+		cfg, err := fleet.SimConfig(config.Run{Policy: pol, RPS: 450, Seed: uint64(i + 1), Warmup: warmup, Measure: measure}, reg)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cfgs[i] = cfg
+	}
+	return cfgs
+}
+
+// TestInterleavedIsApart checks RunInterleaved, which BenchmarkTenfold
+// relies on: runs handled one event of each in turn give the results each
+// gives alone.
+func TestInterleavedIsApart(t *testing.T) {
+	reg := policy.NewRegistry()
+	for _, pol := range []string{"pulsar-waw", "round-robin"} {
+		cfgs := heteroRuns(t, reg, pol, 3, 5*time.Second, 10*time.Second)
+		together, err := sim.RunInterleaved(context.Background(), cfgs, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, cfg := range cfgs {
+			alone, err := sim.Run(context.Background(), cfg, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if alone.Events == 0 {
+				t.Fatalf("%s seed %d: no event handled", pol, i+1)
+			}
+			if !reflect.DeepEqual(alone, together[i]) {
+				t.Errorf("%s seed %d: interleaved result differs from the run alone", pol, i+1)
+			}
+		}
+	}
+}
+
+// BenchmarkTenfold asks how much of the cost of a run ten times the size
+// (BenchmarkScale's 10x) is the work and how much the memory. For each
+// policy, 240 s + 240 s (or STARGATE_SCALE_WINDOW) on the hetero fleet:
+//
+//   - x1: one run at the reference rate, 450 req/s (seed 1);
+//   - ten-apart: ten such runs (seeds 1-10), one after another;
+//   - ten-together: the same ten runs, handled one event of each in turn;
+//   - x10: one run of the fleet copied ten times at 4,500 req/s (seed 1).
+//
+// ten-apart and ten-together do exactly the same work. Together, the
+// processor works over ten runs' memory between two events of one run, as
+// in the x10 run, so their ratio is what a tenfold working set costs where
+// no work grows tenfold. BENCHMARKS.md ("Scale") has the command.
+func BenchmarkTenfold(b *testing.B) {
+	reg := policy.NewRegistry()
+	warmup, measure := slowtest.ScaleWindow(b)
+	tenfold, err := config.Load(filepath.Join("..", "examples", "hetero-10x.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pol := range []string{"pulsar-waw", "waw", "round-robin"} {
+		ten := heteroRuns(b, reg, pol, 10, warmup, measure)
+		x10, err := tenfold.SimConfig(config.Run{Policy: pol, RPS: 4500, Seed: 1, Warmup: warmup, Measure: measure}, reg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		modes := []struct {
+			name string
+			run  func() error
+		}{
+			{"x1", func() error { _, err := sim.Run(context.Background(), ten[0], reg); return err }},
+			{"ten-apart", func() error {
+				for _, cfg := range ten {
+					if _, err := sim.Run(context.Background(), cfg, reg); err != nil {
+						return err
+					}
+				}
+				return nil
+			}},
+			{"ten-together", func() error { _, err := sim.RunInterleaved(context.Background(), ten, reg); return err }},
+			{"x10", func() error { _, err := sim.Run(context.Background(), x10, reg); return err }},
+		}
+		for _, m := range modes {
+			b.Run(pol+"/"+m.name, func(b *testing.B) {
+				cpu := cputime.Used()
+				for b.Loop() {
+					if err := m.run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric((cputime.Used()-cpu).Seconds()/float64(b.N), "cpu-s/op")
+			})
+		}
+	}
+}
