@@ -21,7 +21,8 @@ func RunInterleaved(ctx context.Context, cfgs []Config, reg *policy.Registry) ([
 		if err := cfgs[i].Validate(reg); err != nil {
 			return nil, fmt.Errorf("configuration %d: %w", i, err)
 		}
-		s, err := build(&cfgs[i], reg)
+		cfg := cfgs[i] // build may fill in defaults; the caller's stays as given
+		s, err := build(&cfg, reg)
 		if err != nil {
 			return nil, fmt.Errorf("configuration %d: %w", i, err)
 		}

@@ -32,7 +32,8 @@ func scaleFleet(tb testing.TB, n int) *config.Fleet {
 // reference rate (450 req/s), 240 s + 240 s, for the policies whose cost
 // the scale work measured: wall time per run and requests (attempts reaching
 // a gateway, warm-up included) per wall second show whether the simulator's
-// cost grows linearly with the fleet. BENCHMARKS.md ("Scale") has the commands.
+// cost grows linearly with the fleet. BENCHMARKS.md
+// ("The simulator at 1x, 10x and 100x the hetero fleet") has the commands.
 func BenchmarkScale(b *testing.B) {
 	reg := policy.NewRegistry()
 	for _, n := range []int{1, 10, 100} {
