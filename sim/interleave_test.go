@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -114,6 +115,39 @@ func BenchmarkTenfold(b *testing.B) {
 					}
 				}
 				b.ReportMetric((cputime.Used()-cpu).Seconds()/float64(b.N), "cpu-s/run")
+			})
+		}
+	}
+}
+
+// BenchmarkWorkingSet runs k copies of one 1x run (the hetero fleet at 450
+// req/s, seed 1, 240 s + 240 s or STARGATE_SCALE_WINDOW) handled one event
+// of each in turn, for k from 1 to 20, and reports the CPU per run. Every
+// copy does the same work in its own memory, so the cost per run rising
+// with k is what a working set k times as large costs this loop on the
+// machine running it. BENCHMARKS.md ("Work against memory: ten 1x runs in
+// one memory") has the figures. -short skips it.
+func BenchmarkWorkingSet(b *testing.B) {
+	if testing.Short() {
+		b.Skip("38 1x runs per policy take minutes")
+	}
+	reg := policy.NewRegistry()
+	warmup, measure := slowtest.ScaleWindow(b)
+	for _, pol := range []string{"pulsar-waw", "round-robin"} {
+		one := heteroRuns(b, reg, pol, 1, warmup, measure)[0]
+		for _, k := range []int{1, 2, 5, 10, 20} {
+			copies := make([]sim.Config, k)
+			for i := range copies {
+				copies[i] = one
+			}
+			b.Run(fmt.Sprintf("%s/copies=%d", pol, k), func(b *testing.B) {
+				cpu := cputime.Used()
+				for b.Loop() {
+					if _, err := sim.RunInterleaved(context.Background(), copies, reg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric((cputime.Used()-cpu).Seconds()/float64(b.N*k), "cpu-s/run")
 			})
 		}
 	}
