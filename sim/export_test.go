@@ -17,12 +17,8 @@ import (
 // rather than the work it does.
 func RunInterleaved(ctx context.Context, cfgs []Config, reg *policy.Registry) ([]*Result, error) {
 	sims := make([]*simulation, len(cfgs))
-	for i := range cfgs {
-		if err := cfgs[i].Validate(reg); err != nil {
-			return nil, fmt.Errorf("configuration %d: %w", i, err)
-		}
-		cfg := cfgs[i] // build may fill in defaults; the caller's stays as given
-		s, err := build(&cfg, reg)
+	for i, cfg := range cfgs {
+		s, err := start(cfg, reg)
 		if err != nil {
 			return nil, fmt.Errorf("configuration %d: %w", i, err)
 		}

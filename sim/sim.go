@@ -125,10 +125,7 @@ type simulation struct {
 // Run simulates cfg with policies from reg and returns what it measured. It is
 // deterministic: the same configuration and seed give the same result.
 func Run(ctx context.Context, cfg Config, reg *policy.Registry) (*Result, error) {
-	if err := cfg.Validate(reg); err != nil {
-		return nil, err
-	}
-	s, err := build(&cfg, reg)
+	s, err := start(cfg, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +133,14 @@ func Run(ctx context.Context, cfg Config, reg *policy.Registry) (*Result, error)
 		return nil, err
 	}
 	return s.result(), nil
+}
+
+// start validates cfg and builds its simulation, which keeps its own copy.
+func start(cfg Config, reg *policy.Registry) (*simulation, error) {
+	if err := cfg.Validate(reg); err != nil {
+		return nil, err
+	}
+	return build(&cfg, reg)
 }
 
 func build(cfg *Config, reg *policy.Registry) (*simulation, error) {
