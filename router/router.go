@@ -675,10 +675,10 @@ func (q *waitSummary) reset(n int) {
 
 // add counts w, a waiter the router keeps.
 func (q *waitSummary) add(w *waiter) {
-	if q.n == 0 || w.until < q.earliest {
+	first := q.n == 0
+	if first || w.until < q.earliest {
 		q.earliest = w.until
 	}
-	first := q.n == 0
 	q.n++
 	if !q.quiet {
 		return
